@@ -1,0 +1,1 @@
+"""The command-line edge: commands parse options, call a function, render its result."""
