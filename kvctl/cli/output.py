@@ -1,0 +1,54 @@
+"""Rendering at the CLI edge: JSON for scripts, Rich tables for people.
+
+Commands build a plain dict (the `--json` document) and, for people, a Rich renderable.
+Nothing below `kvctl.cli` prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+from typing import Any
+
+import typer
+from rich.console import Console
+
+_console: Console | None = None
+
+
+def console() -> Console:
+    """The shared stdout console (created lazily so tests can capture stdout)."""
+    global _console
+    if _console is None or _console.file is not _stdout():
+        _console = Console(file=_stdout(), soft_wrap=False)
+    return _console
+
+
+def _stdout():
+    import sys
+
+    return sys.stdout
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses, NamedTuples, enums, tuples and non-finite floats to plain JSON values."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple) and hasattr(obj, "_asdict"):
+        return {k: to_jsonable(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def print_json(data: Any) -> None:
+    """Print `data` as indented JSON on stdout (the `--json` contract)."""
+    typer.echo(json.dumps(to_jsonable(data), indent=2, sort_keys=False))
