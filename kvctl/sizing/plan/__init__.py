@@ -2,8 +2,10 @@
 
 One module per question an operator asks before a deployment:
 
-    capacity         how many agent trajectories fit (seed 003 eq. 3-7, Little's law)
+    capacity         how many agent trajectories fit (seed 003 eq. 3-7)
+    capacity_workload  demand, branching, tool-wait inflation (Little's law), tau_high
     retention        retain / offload / recompute / tier a paused trajectory (seed 003 sec. 6)
+    links            interconnect and storage-tier bandwidth presets for retention
     chunked_prefill  token-budget iteration time, TTFT and ITL (seed 003 napkin math 0.5)
     block_size       the block-size cost vector (seed 000 0x09-0x09C)
     kernel_table     dense kernel block tables and their padding (seed 000 0x0AB)

@@ -1,0 +1,112 @@
+"""Shared parsing and rendering for the `kvctl plan` commands.
+
+Parsers turn option strings into plain numbers and raise `InputError` (exit 2, one line);
+`emit` prints either the `--json` document or a Rich table followed by one "why" line per
+recommendation. Nothing here computes a plan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+from kvctl.cli.output import console, print_json
+from kvctl.errors import InputError
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def parse_bytes(text: str, *, name: str) -> int:
+    """'65536', '64KiB', '2 MiB', '1.5GB' -> whole bytes. InputError if not whole or unknown."""
+    match = _SIZE.match(str(text))
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _UNITS:
+        raise InputError(f"{name}: cannot read {text!r} as a size (e.g. 65536, 64KiB, 2MiB, 1.5GB)")
+    value = float(match.group(1)) * _UNITS[unit]
+    if value != int(value):
+        raise InputError(f"{name}: {text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def parse_int_list(text: str, *, name: str) -> tuple[int, ...]:
+    """'33,25,16' -> (33, 25, 16). InputError on anything but comma-separated integers."""
+    try:
+        values = tuple(int(part) for part in str(text).split(",") if part.strip())
+    except ValueError:
+        raise InputError(f"{name}: expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise InputError(f"{name}: expected at least one integer")
+    return values
+
+
+def parse_size_list(texts: Iterable[str], *, name: str) -> tuple[int, ...]:
+    """Repeated or comma-separated sizes -> bytes each."""
+    return tuple(
+        parse_bytes(part, name=name) for text in texts for part in str(text).split(",") if part.strip()
+    )
+
+
+def gb_to_bytes(value: float, *, name: str) -> int:
+    """Decimal GB (the seed's napkin-math unit) to whole bytes, rounded to the byte."""
+    if value < 0:
+        raise InputError(f"{name} must be >= 0, got {value}")
+    return round(value * 10**9)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What a command shows: a title, tables, and one 'why' line per recommendation."""
+
+    title: str
+    tables: Sequence[Table]
+    why: Sequence[str] = ()
+
+
+def emit(as_json: bool, document: dict[str, Any], rendered: Rendered) -> None:
+    """Print the JSON document (`--json`) or the Rich rendering."""
+    if as_json:
+        print_json(document)
+        return
+    out = console()
+    out.print(rendered.title, highlight=False)
+    for table in rendered.tables:
+        # On a terminal Rich fits the table to the window; in a pipe or a file there is no
+        # window, so print at the table's natural width instead of truncating at 80 columns.
+        target = out
+        if not out.is_terminal:
+            natural = Measurement.get(out, out.options.update_width(1000), table).maximum
+            target = Console(file=out.file, width=max(out.width, natural), soft_wrap=False)
+        target.print(table)
+    for line in rendered.why:
+        out.print(f"why: {line}", highlight=False, soft_wrap=True)
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A plain Rich table; the first column left-aligned, the rest right-aligned."""
+    result = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for index, column in enumerate(columns):
+        result.add_column(column, justify="left" if index == 0 else "right", no_wrap=True)
+    for row in rows:
+        result.add_row(*(str(cell) for cell in row))
+    return result
+
+
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds with one decimal ('46.7 ms')."""
+    return f"{seconds * 1e3:,.1f} ms"
+
+
+def secs(seconds: float) -> str:
+    """Seconds, three significant digits ('1.30 s'), or ms below one second."""
+    return ms(seconds) if seconds < 1 else f"{seconds:,.3g} s"
