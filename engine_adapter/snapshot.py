@@ -165,7 +165,7 @@ class Alert:
 class TreeStats:
     """Shape of the prefix index."""
 
-    nodes: int
+    nodes: int | None
     cached_tokens: int
     max_depth_tokens: int | None = None
     leaves: int | None = None

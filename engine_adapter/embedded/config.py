@@ -1,0 +1,106 @@
+"""Configuration of the embedded engine: plain numbers only, no SGLang objects.
+
+The CLI resolves model and GPU presets (kvctl.sizing) into `CostParams` and passes them in,
+so this package never depends on kvctl's calculators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvctl.errors import InputError
+
+EVICTION_POLICIES: tuple[str, ...] = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")
+TREE_CORES: tuple[str, ...] = ("rust", "python")
+KV_POOLS: tuple[str, ...] = ("noop", "mha")
+RETENTION_POLICIES: tuple[str, ...] = ("retain", "drop", "offload")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostParams:
+    """Roofline inputs for the virtual clock (seed 003 "Chunked Prefill Scheduling").
+
+    Defaults describe Llama-3-8B (8.03e9 parameters, bf16, 128 KiB KV per token) on one
+    H100-SXM (989 TFLOPS dense bf16, 3.35 TB/s HBM, PCIe Gen5 x16 ~64 GB/s to host).
+    """
+
+    model_name: str = "Llama-3-8B"
+    num_params: float = 8.03e9
+    weight_bytes_per_param: float = 2.0
+    kv_bytes_per_token: int = 131_072
+    num_gpus: int = 1
+    peak_flops_per_gpu: float = 989e12
+    hbm_bandwidth_per_gpu: float = 3.35e12
+    host_link_bandwidth: float = 64e9
+    prefill_mfu: float = 0.45  # seed 003 napkin math 0.4 uses 45% MFU for TP prefill
+    decode_bandwidth_efficiency: float = 0.80
+    step_overhead_s: float = 0.0005
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    """Everything needed to build the embedded engine.
+
+    pool_tokens: KV pool token slots (0 = unbounded: sized by the caller from the workload).
+    token_budget: max tokens per forward step (chunked prefill budget, decode tokens included).
+    tau_high: admission ceiling on U_KV (seed 003: 0.85-0.90); a new prefill that would push
+      U_KV above it is deferred while other requests run. None disables the ceiling.
+    authorized: tenant -> namespaces it may read; a tenant may always read its own namespace.
+    """
+
+    pool_tokens: int = 65_536
+    page_size: int = 16
+    eviction_policy: str = "lru"
+    # Keyword arguments of SGLang's eviction strategy (evict_policy.py). T-LRU refuses to
+    # start without threshold > next_prompt_estimate; kvctl's default for it is below.
+    eviction_policy_config: dict | None = None
+    tree_core: str = "rust"
+    kv_pool: str = "noop"
+    max_running_requests: int = 256
+    max_context_len: int = 32_768
+    token_budget: int = 8_192
+    tau_high: float | None = 0.95
+    default_retention: str = "drop"
+    host_capacity_tokens: int | None = None
+    authorized: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    cost: CostParams = field(default_factory=CostParams)
+    seed: int = 0
+    enable_kv_events: bool = False
+    receipts: bool = False  # collect Receipt records (OpenTelemetry spans); off for big replays
+    tiny_model: str | None = None  # path of a tiny config.json: run a real transformer
+
+    def policy_config(self) -> dict | None:
+        """The strategy kwargs SGLang gets: explicit ones, else T-LRU's default
+        (a 2,048-token TTFT budget and a 512-token next-prompt estimate)."""
+        if self.eviction_policy_config is not None:
+            return dict(self.eviction_policy_config)
+        if self.eviction_policy == "tlru":
+            return {"threshold": 2048, "next_prompt_estimate": 512}
+        return None
+
+    def validate(self) -> None:
+        """Raise InputError naming the first impossible setting."""
+        if self.eviction_policy not in EVICTION_POLICIES:
+            raise InputError(
+                f"unknown eviction policy {self.eviction_policy!r}; valid: {', '.join(EVICTION_POLICIES)}"
+            )
+        if self.tree_core not in TREE_CORES:
+            raise InputError(f"unknown tree core {self.tree_core!r}; valid: {', '.join(TREE_CORES)}")
+        if self.kv_pool not in KV_POOLS:
+            raise InputError(f"unknown KV pool {self.kv_pool!r}; valid: {', '.join(KV_POOLS)}")
+        if self.default_retention not in RETENTION_POLICIES:
+            raise InputError(
+                f"unknown retention {self.default_retention!r}; valid: {', '.join(RETENTION_POLICIES)}"
+            )
+        if self.page_size <= 0 or self.page_size & (self.page_size - 1):
+            raise InputError(f"page size must be a positive power of two, got {self.page_size}")
+        if self.pool_tokens < 2 * self.page_size:
+            raise InputError(
+                f"pool of {self.pool_tokens} tokens is smaller than two pages of {self.page_size}"
+            )
+        if self.token_budget < self.page_size:
+            raise InputError(f"token budget {self.token_budget} is smaller than one page")
+        if self.max_running_requests <= 0 or self.max_context_len <= 0:
+            raise InputError("max running requests and max context length must be positive")
+        if self.tau_high is not None and not 0.0 < self.tau_high <= 1.0:
+            raise InputError(f"tau_high must be in (0, 1], got {self.tau_high}")

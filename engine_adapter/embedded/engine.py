@@ -1,0 +1,240 @@
+"""`EmbeddedEngine`: SGLang's real KV cache, driven by kvctl's scheduler loop, instrumented.
+
+Usage::
+
+    engine = EmbeddedEngine(EngineConfig(pool_tokens=65_536, page_size=16))
+    engine.submit(RequestSpec(rid="r1", tokens=np.arange(1, 600), max_new_tokens=32))
+    while engine.has_work():
+        report = engine.step()          # one modeled forward step on the virtual clock
+    snap = engine.snapshot()            # immutable, consistent
+    engine.check_integrity()            # raises IntegrityError with the numbers
+
+All cache state lives in SGLang's objects (UnifiedRadixCache, paged allocator, pools, Req);
+kvctl owns only the queues, the virtual clock and the instrumentation. Single-threaded:
+callers serialize `step()` and `snapshot()` (the live runner does).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from engine_adapter.embedded.config import EngineConfig
+from engine_adapter.embedded.cost_model import RooflineCostModel
+from engine_adapter.embedded.decode import Decode
+from engine_adapter.embedded.faults import FaultInjector
+from engine_adapter.embedded.oracle import ContentOracle
+from engine_adapter.embedded.prefill import Prefill, namespace_label, to_token_array
+from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
+from engine_adapter.embedded.retention import Retention
+from engine_adapter.embedded.sglang_runtime import build_components
+from engine_adapter.embedded.snapshot_builder import SnapshotBuilder
+from engine_adapter.embedded.state import EngineState
+from engine_adapter.instrument.probes import install_eviction_probe
+from engine_adapter.receipts import Receipt
+from engine_adapter.snapshot import Snapshot
+from kvctl.errors import InputError, IntegrityError
+
+OUTPUT_VOCAB = 1 << 31  # synthetic ids live in [2^30, 2^31): below SGLang's uint32 hashing
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepReport:
+    """What one `step()` did. `idle`: nothing runnable now or later; `advanced_s`: clock delta."""
+
+    clock_s: float
+    advanced_s: float
+    prefill_tokens: int
+    decode_requests: int
+    finished: tuple[FinishedRecord, ...]
+    idle: bool = False
+
+
+class EmbeddedEngine:
+    """See module docstring. Mutates only SGLang objects it built and its own state."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        config.validate()
+        self.config = config
+        sg = build_components(config)
+        self.st = EngineState(
+            config=config, sg=sg, cost=RooflineCostModel(config.cost),
+            oracle=ContentOracle(config.page_size, config.seed),
+        )
+        self.retention = Retention(self.st)
+        self.prefill = Prefill(self.st, self.retention)
+        self.decode = Decode(self.st, self.retention)
+        self.faults = FaultInjector(self.st)
+        self._snapshots = SnapshotBuilder(self.st, self.retention)
+        install_eviction_probe(sg.tree_cache, self._on_evict)
+        self._started_wall = time.monotonic()
+
+    # ---- workload ----------------------------------------------------------------------
+
+    def submit(self, spec: RequestSpec) -> None:
+        """Queue a request; it arrives at `spec.arrival_s` on the virtual clock."""
+        total = len(spec.tokens) + spec.max_new_tokens
+        if len(spec.tokens) == 0 or spec.max_new_tokens <= 0:
+            raise InputError(f"request {spec.rid}: needs at least one prompt and one output token")
+        if total > self.config.max_context_len:
+            raise InputError(
+                f"request {spec.rid}: {total} tokens exceed the engine's max context "
+                f"{self.config.max_context_len}"
+            )
+        pages = -(-total // self.config.page_size)
+        if pages * self.config.page_size > self.config.pool_tokens:
+            raise InputError(
+                f"request {spec.rid} needs {pages} pages but the pool holds "
+                f"{self.config.pool_tokens // self.config.page_size}"
+            )
+        self.st.counters.requests_submitted += 1
+        self.st.push_future(spec)
+
+    def has_work(self) -> bool:
+        st = self.st
+        return bool(st.future or st.waiting or st.partial or st.reloading or st.running)
+
+    def step(self) -> StepReport:
+        """Run one scheduling step: arrivals, reload completions, prefill, decode, clock."""
+        st = self.st
+        st.finished = []
+        start = st.clock_s
+        self._arrivals()
+        if not (st.waiting or st.partial or st.running):
+            if not self._jump_to_next_event():
+                return StepReport(clock_s=st.clock_s, advanced_s=0.0, prefill_tokens=0,
+                                  decode_requests=0, finished=(), idle=True)
+            self._arrivals()
+        decoding = len(st.running)
+        plan = self.prefill.schedule(
+            budget=self.config.token_budget - decoding,
+            decode_reserve=decoding * self.config.page_size,
+        )
+        decode_requests, decode_context = self.decode.prepare()
+        st.clock_s += st.cost.step_seconds(plan.computed_tokens, decode_requests, decode_context)
+        self.prefill.complete(plan)
+        self.decode.complete()
+        st.counters.steps += 1
+        if plan.batch is None and decode_requests == 0 and st.clock_s == start:
+            self._resolve_stall()
+        return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start,
+                          prefill_tokens=plan.computed_tokens, decode_requests=decode_requests,
+                          finished=tuple(st.finished))
+
+    def run_until_idle(self, max_steps: int | None = None) -> list[FinishedRecord]:
+        """Step until no work is left (or `max_steps`); returns every finished record."""
+        finished: list[FinishedRecord] = []
+        steps = 0
+        while self.has_work() and (max_steps is None or steps < max_steps):
+            finished.extend(self.step().finished)
+            steps += 1
+        return finished
+
+    def _arrivals(self) -> None:
+        from sglang.srt.managers.schedule_batch import Req
+        from sglang.srt.sampling.sampling_params import SamplingParams
+
+        st = self.st
+        for spec in st.pop_due():
+            sampling = SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=0, ignore_eos=True)
+            sampling.normalize(None)
+            req = Req(spec.rid, "", to_token_array(spec.tokens), sampling, vocab_size=OUTPUT_VOCAB,
+                      eos_token_ids=set(), priority=spec.priority)
+            label = namespace_label(spec.read_namespace)
+            tracked = Tracked(spec=spec, req=req, namespace_label=label, key=(label, st.generation))
+            st.by_rid[spec.rid] = tracked
+            st.waiting.append(tracked)
+
+    def _jump_to_next_event(self) -> bool:
+        """Advance the idle clock to the next arrival or reload completion."""
+        st = self.st
+        events = [t.reload_ready_s for t in st.reloading]
+        if st.future:
+            events.append(st.future[0][0])
+        later = [e for e in events if e > st.clock_s]
+        if not later:
+            if st.reloading:
+                self.retention.complete_reloads()
+                return True
+            return False
+        st.clock_s = min(later)
+        self.retention.complete_reloads()
+        return True
+
+    def _resolve_stall(self) -> None:
+        """Nothing could run this step. In order: wait for an in-flight reload (it will
+        run), demote the oldest retention lease (a paused session yields to active work),
+        preempt the newest partially prefilled request (its published chunks stay cached),
+        wait for the next arrival; otherwise the workload cannot be served."""
+        st = self.st
+        if st.reloading:
+            self._jump_to_next_event()
+        elif self.retention.revoke_oldest_lease():
+            return
+        elif st.partial and (len(st.partial) > 1 or st.waiting):
+            self.retention.retract(st.partial.pop())
+        elif st.future and not st.partial:
+            self._jump_to_next_event()
+        else:
+            self._fail_unservable()
+
+    def _fail_unservable(self) -> None:
+        waiting = self.st.waiting[0].spec.rid if self.st.waiting else "?"
+        raise IntegrityError(
+            f"scheduler stalled: request {waiting} cannot be admitted and nothing runs "
+            f"({self.st.sg.allocator.available_size()} free, "
+            f"{self.st.sg.tree_cache.evictable_size()} evictable, "
+            f"{self.st.sg.tree_cache.protected_size()} protected tokens)"
+        )
+
+    def _on_evict(self, requested: int, evicted: int, protected_after: int) -> None:
+        st = self.st
+        if evicted:
+            st.counters.evictions += 1
+            st.counters.evicted_tokens += evicted
+            if self.config.receipts:
+                st.receipt(kind="eviction", start_s=st.clock_s, end_s=st.clock_s, tokens=evicted)
+        if evicted < requested and protected_after > 0:
+            st.counters.locked_eviction_rejects += 1
+
+    # ---- operator actions --------------------------------------------------------------
+
+    def bump_generation(self) -> int:
+        """A model weight update: every cached entry becomes stale and must never hit."""
+        self.st.generation += 1
+        return self.st.generation
+
+    def flush_cache(self) -> int:
+        """Evict every unlocked cached prefix; returns tokens evicted."""
+        from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+        tree = self.st.sg.tree_cache
+        return tree.evict(EvictParams(num_tokens=tree.evictable_size())).num_tokens_evicted
+
+    # ---- reads -------------------------------------------------------------------------
+
+    def snapshot(self, *, per_node_refs: bool = False) -> Snapshot:
+        """One consistent read. per_node_refs: also read SGLang's per-node lock refs (slow)."""
+        return self._snapshots.build(per_node_refs=per_node_refs,
+                                     wall_s=time.monotonic() - self._started_wall)
+
+    def check_integrity(self) -> Snapshot:
+        """Raise IntegrityError naming every violated invariant; return the snapshot read."""
+        snap = self.snapshot(per_node_refs=True)
+        problems = self._snapshots.violations(snap)
+        if problems:
+            raise IntegrityError("; ".join(problems))
+        return snap
+
+    def take_receipts(self) -> list[Receipt]:
+        receipts, self.st.receipts = self.st.receipts, []
+        return receipts
+
+    def take_kv_events(self) -> list:
+        """SGLang's own KV events (BlockStored/BlockRemoved/AllBlocksCleared) since last call."""
+        events = self.st.sg.tree_cache.take_events()
+        self.st.counters.kv_events += len(events)
+        return events
+
+    def close(self) -> None:
+        """Nothing to release for CPU pools; present for the SnapshotSource protocol."""

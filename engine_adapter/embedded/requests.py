@@ -1,0 +1,78 @@
+"""What a workload submits to the embedded engine, and what it gets back.
+
+`RequestSpec` is the driver's view of one model call: its full prompt (for a later turn of
+a session: the previous context, the previous output, then the new observation), its
+namespace, and what to do with its K/V when it finishes and the session waits on a tool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestSpec:
+    """One request. Token ids stay inside the engine: never logged or exported.
+
+    retention: what happens to this request's K/V after it finishes, while its session
+      waits for the next turn: "retain" (path stays locked), "drop" (path becomes
+      evictable), "offload" (copied to the host tier; reloaded instead of recomputed when
+      evicted meanwhile). None: the engine's default. Ignored when `session` is None.
+    namespace: the cache namespace it asks to read (default: its tenant's own).
+    """
+
+    rid: str
+    tokens: np.ndarray  # int64 prompt token ids
+    max_new_tokens: int
+    arrival_s: float = 0.0
+    tenant: str = "default"
+    namespace: str | None = None
+    session: str | None = None
+    retention: str | None = None
+    last_turn: bool = True
+    priority: int | None = None
+
+    @property
+    def read_namespace(self) -> str:
+        return self.namespace or self.tenant
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinishedRecord:
+    """A finished request as the driver needs it to schedule the next turn."""
+
+    rid: str
+    session: str | None
+    finish_s: float
+    output_ids: np.ndarray
+    prompt_tokens: int
+    hit_tokens: int
+    ttft_s: float
+    itl_s: tuple[float, ...]
+    queue_s: float
+
+
+@dataclass(kw_only=True)
+class Tracked:
+    """Engine-internal, mutable: one request's SGLang `Req` plus kvctl's bookkeeping."""
+
+    spec: RequestSpec
+    req: Any  # sglang.srt.managers.schedule_batch.Req
+    namespace_label: str
+    key: tuple[str, int]  # oracle key: (namespace label, generation at submit)
+    state: str = "waiting"  # waiting | prefill | running | reloading | finished
+    admitted_s: float | None = None
+    first_token_s: float | None = None
+    last_token_s: float | None = None
+    itl: list[float] = field(default_factory=list)
+    hit_tokens: int = 0
+    funnel_done: bool = False
+    reload_tokens: int = 0  # host-tier rows being (or to be) reloaded
+    reload_ready_s: float = 0.0
+    reload_start_s: float = 0.0
+    reload_required_end: int = 0  # tokens [prefix, end) come from the host tier
+    generation: int = 0
+    facts: Any = None  # AdmissionFacts gathered at first admission, recorded at execution

@@ -1,0 +1,142 @@
+"""Build SGLang 0.5.23's real scheduler-side KV components on the local device.
+
+This is the only module that constructs SGLang objects. It imports SGLang lazily (about
+5-10 s the first time) and publishes SGLang's runtime context, which the request helpers in
+`sglang/srt/mem_cache/common.py` need (`config namespace 'spec' not published` otherwise).
+
+What it builds, exactly as a production SGLang scheduler does for a plain decoder model:
+
+    ReqToTokenPool ----------------------------+
+    MHATokenToKVPool | NoOpMHATokenToKVPool    |  (NoOp: capacity only, no bytes)
+    PagedTokenToKVPoolAllocator (page 0 = pad) +--> UnifiedRadixCache(tree core rust|python)
+    ModelConfig (from a local config.json)
+
+The runtime context is process-wide and last-publish-wins; build one engine at a time per
+process (tests build them sequentially).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from engine_adapter.embedded.config import EngineConfig
+from kvctl.errors import RuntimeFailure
+
+DEFAULT_MODEL_DIR = Path(__file__).with_name("data")
+
+
+class SGLangComponents(NamedTuple):
+    """The real SGLang objects an embedded engine drives."""
+
+    server_args: Any
+    model_config: Any
+    req_to_token_pool: Any
+    kv_pool: Any
+    allocator: Any
+    tree_cache: Any
+    sglang_version: str
+
+
+def _quiet_sglang() -> None:
+    # SGLang warns about GPU-only quantization backends at import; not our user's concern.
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*support.*currently.*")
+    logging.getLogger("sglang").setLevel(logging.ERROR)
+
+
+def build_components(config: EngineConfig) -> SGLangComponents:
+    """Construct pools, allocator and tree for `config`. Raises RuntimeFailure if SGLang is
+    missing or refuses the configuration."""
+    config.validate()
+    _quiet_sglang()
+    try:
+        import sglang
+        import torch
+        from sglang.srt import runtime_context as rtc
+        from sglang.srt.configs.model_config import ModelConfig
+        from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator
+        from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+        from sglang.srt.mem_cache.memory_pool import (
+            MHATokenToKVPool,
+            NoOpMHATokenToKVPool,
+            ReqToTokenPool,
+        )
+        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
+        from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+        from sglang.srt.server_args import ServerArgs
+    except ImportError as err:  # pragma: no cover - depends on the installation
+        raise RuntimeFailure(f"SGLang 0.5.23 is not importable ({err}); run `make setup`") from None
+
+    model_dir = Path(config.tiny_model).parent if config.tiny_model else DEFAULT_MODEL_DIR
+    server_args = ServerArgs(
+        model_path=str(model_dir),
+        device="cpu",
+        skip_tokenizer_init=True,
+        page_size=config.page_size,
+        radix_eviction_policy=config.eviction_policy,
+        radix_eviction_policy_config=config.policy_config(),
+    )
+    rtc.publish(server_args, role="scheduler")
+    model_config = ModelConfig.from_server_args(server_args)
+
+    head_num = model_config.get_num_kv_heads(1)
+    head_dim = model_config.head_dim
+    layer_num = model_config.num_hidden_layers
+    pool_cls = MHATokenToKVPool if config.kv_pool == "mha" else NoOpMHATokenToKVPool
+    req_to_token_pool = ReqToTokenPool(
+        size=config.max_running_requests,
+        max_context_len=config.max_context_len,
+        device="cpu",
+        enable_memory_saver=False,
+    )
+    kv_pool = pool_cls(
+        size=config.pool_tokens,
+        page_size=config.page_size,
+        dtype=torch.float32,
+        head_num=head_num,
+        head_dim=head_dim,
+        layer_num=layer_num,
+        device="cpu",
+        enable_memory_saver=False,
+    )
+    allocator = PagedTokenToKVPoolAllocator(
+        size=config.pool_tokens,
+        page_size=config.page_size,
+        dtype=torch.float32,
+        device="cpu",
+        kvcache=kv_pool,
+        need_sort=False,
+    )
+    params = CacheInitParams(
+        disable=False,
+        req_to_token_pool=req_to_token_pool,
+        token_to_kv_pool_allocator=allocator,
+        page_size=config.page_size,
+        tree_components=(ComponentType.FULL,),
+        eviction_policy=config.eviction_policy,
+        eviction_policy_config=config.policy_config(),
+        enable_kv_cache_events=config.enable_kv_events,
+        tree_core_backend=config.tree_core,
+    )
+    try:
+        tree_cache = UnifiedRadixCache(params=params)
+    except Exception as err:  # SGLang rejects e.g. a policy the core does not support
+        raise RuntimeFailure(f"SGLang refused the cache configuration: {err}") from None
+    if tree_cache._tree_core_backend != config.tree_core:
+        raise RuntimeFailure(
+            f"SGLang selected the {tree_cache._tree_core_backend} tree core instead of "
+            f"{config.tree_core} (torch version or platform unsupported by the Rust core)"
+        )
+    return SGLangComponents(
+        server_args=server_args,
+        model_config=model_config,
+        req_to_token_pool=req_to_token_pool,
+        kv_pool=kv_pool,
+        allocator=allocator,
+        tree_cache=tree_cache,
+        sglang_version=getattr(sglang, "__version__", "unknown"),
+    )

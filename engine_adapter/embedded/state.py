@@ -1,0 +1,110 @@
+"""The embedded engine's mutable state, shared by its scheduler pieces.
+
+One object so that the admission, decode, retention and instrumentation modules operate on
+the same clock, queues and counters without reaching into each other. Single-threaded: the
+engine mutates it only inside `step()`; snapshots read it between steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine_adapter.embedded.config import EngineConfig
+from engine_adapter.embedded.cost_model import RooflineCostModel
+from engine_adapter.embedded.oracle import ContentOracle
+from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
+from engine_adapter.embedded.sglang_runtime import SGLangComponents
+from engine_adapter.instrument.funnel_recorder import FunnelRecorder
+from engine_adapter.receipts import Receipt
+from engine_adapter.snapshot import Counters
+
+
+@dataclass
+class MutableCounters:
+    """Field-for-field the mutable twin of `Counters`."""
+
+    steps: int = 0
+    requests_submitted: int = 0
+    requests_finished: int = 0
+    prompt_tokens: int = 0
+    hit_tokens: int = 0
+    recomputed_tokens: int = 0
+    decode_tokens: int = 0
+    evictions: int = 0
+    evicted_tokens: int = 0
+    retractions: int = 0
+    retracted_tokens: int = 0
+    allocation_failures: int = 0
+    locked_eviction_rejects: int = 0
+    admission_deferrals: int = 0
+    offload_bytes: int = 0
+    reload_bytes: int = 0
+    offloaded_tokens: int = 0
+    reloaded_tokens: int = 0
+    kv_events: int = 0
+    mapping_stalls: int = 0
+    mapping_stall_seconds: float = 0.0
+
+    def freeze(self) -> Counters:
+        names = {f.name for f in dataclasses.fields(Counters)}
+        return Counters(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
+
+
+@dataclass(kw_only=True)
+class RetentionLease:
+    """A lock kvctl holds on a finished turn's path while its session waits on a tool."""
+
+    session: str
+    lock: Any  # sglang TreeLock
+    node_id: int
+    tokens: int
+    since_s: float
+
+
+@dataclass(kw_only=True)
+class EngineState:
+    config: EngineConfig
+    sg: SGLangComponents
+    cost: RooflineCostModel
+    oracle: ContentOracle
+    funnel: FunnelRecorder = field(default_factory=FunnelRecorder)
+    counters: MutableCounters = field(default_factory=MutableCounters)
+    clock_s: float = 0.0
+    generation: int = 0
+    future: list[tuple[float, int, RequestSpec]] = field(default_factory=list)
+    waiting: deque[Tracked] = field(default_factory=deque)
+    partial: deque[Tracked] = field(default_factory=deque)  # hold rows, prompt not done
+    reloading: list[Tracked] = field(default_factory=list)
+    running_batch: Any = None  # sglang ScheduleBatch of decoding requests
+    running: dict[str, Tracked] = field(default_factory=dict)  # rid -> tracked, decoding
+    leases: dict[str, RetentionLease] = field(default_factory=dict)  # session -> lease
+    finished: list[FinishedRecord] = field(default_factory=list)
+    receipts: list[Receipt] = field(default_factory=list)
+    by_rid: dict[str, Tracked] = field(default_factory=dict)
+    _seq: itertools.count = field(default_factory=itertools.count)
+    _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))
+
+    def push_future(self, spec: RequestSpec) -> None:
+        heapq.heappush(self.future, (spec.arrival_s, next(self._seq), spec))
+
+    def pop_due(self) -> list[RequestSpec]:
+        due = []
+        while self.future and self.future[0][0] <= self.clock_s:
+            due.append(heapq.heappop(self.future)[2])
+        return due
+
+    def next_output_token(self) -> int:
+        """Synthetic output ids: unique, disjoint from prompt ids (< 2^30), < 2^31."""
+        return next(self._output_token)
+
+    def live_tracked(self) -> list[Tracked]:
+        """Requests that may hold KV rows: prefilling, decoding, reloading."""
+        return [*self.running.values(), *self.reloading, *self.partial]
+
+    def receipt(self, **fields: Any) -> None:
+        self.receipts.append(Receipt(**fields))

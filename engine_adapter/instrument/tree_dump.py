@@ -1,0 +1,60 @@
+"""Read SGLang's own per-node view of its radix tree: `pretty_print()`.
+
+Both tree cores print one line per node, root first, in SGLang's format::
+
+     [12] 4 full_lock=0 full=yes
+     ^id  ^key tokens  ^recorded lock_ref
+
+With the Rust core that printout is the only published place where per-node lock refs are
+visible (its production binding exposes no per-node getter; `collect_path_info` gives
+structure but not refs), so kvctl captures it at the file-descriptor level (the Rust core
+writes to fd 1 directly; the Python core goes through `sys.stdout`). This costs a full tree
+walk: use it for integrity checks (`kvctl check`, tests), not on a live exporter path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import sys
+import tempfile
+from typing import Any, NamedTuple
+
+_LINE = re.compile(r"^\s*\[(\d+)\]\s+(\d+)\s+full_lock=(-?\d+)")
+
+
+class DumpedNode(NamedTuple):
+    node_id: int
+    key_tokens: int
+    lock_ref: int
+
+
+def capture_pretty_print(tree_cache: Any) -> str:
+    """Run `tree_cache.pretty_print()` and return everything it printed."""
+    sys.stdout.flush()
+    python_side = io.StringIO()
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        saved_fd = os.dup(1)
+        try:
+            os.dup2(sink.fileno(), 1)
+            with contextlib.redirect_stdout(python_side):
+                tree_cache.pretty_print()
+            sys.stdout.flush()
+        finally:
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
+        sink.seek(0)
+        native_side = sink.read().decode("utf-8", "replace")
+    return native_side + python_side.getvalue()
+
+
+def dump_nodes(tree_cache: Any) -> list[DumpedNode]:
+    """Every node except the root (the first line), with its recorded lock_ref."""
+    nodes = []
+    for line in capture_pretty_print(tree_cache).splitlines():
+        match = _LINE.match(line)
+        if match:
+            nodes.append(DumpedNode(int(match[1]), int(match[2]), int(match[3])))
+    return nodes[1:]
