@@ -66,6 +66,7 @@ class EngineConfig:
     cost: CostParams = field(default_factory=CostParams)
     seed: int = 0
     enable_kv_events: bool = False
+    instrument: bool = True  # content oracle + counterfactual funnel; off only to measure its cost
     receipts: bool = False  # collect Receipt records (OpenTelemetry spans); off for big replays
     tiny_model: str | None = None  # path of a tiny config.json: run a real transformer
 

@@ -23,7 +23,7 @@ from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded.cost_model import RooflineCostModel
 from engine_adapter.embedded.decode import Decode
 from engine_adapter.embedded.faults import FaultInjector
-from engine_adapter.embedded.oracle import ContentOracle
+from engine_adapter.embedded.oracle import ContentOracle, NullOracle
 from engine_adapter.embedded.prefill import Prefill, namespace_label, to_token_array
 from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
 from engine_adapter.embedded.retention import Retention
@@ -59,7 +59,7 @@ class EmbeddedEngine:
         sg = build_components(config)
         self.st = EngineState(
             config=config, sg=sg, cost=RooflineCostModel(config.cost),
-            oracle=ContentOracle(config.page_size, config.seed),
+            oracle=ContentOracle(config.page_size, config.seed) if config.instrument else NullOracle(),
         )
         self.retention = Retention(self.st)
         self.prefill = Prefill(self.st, self.retention)

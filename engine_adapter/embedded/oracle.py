@@ -106,3 +106,17 @@ class ContentOracle:
     @property
     def remembered_pages(self) -> int:
         return sum(len(s) for s in self._seen.values())
+
+
+class NullOracle:
+    """Instrumentation off (benchmarks of its overhead): remembers nothing, explains nothing.
+    The funnel then stops at `candidates` for every request; integrity checks do not apply."""
+
+    page_size = 0
+    remembered_pages = 0
+
+    def record(self, key, tokens, upto) -> None:
+        return None
+
+    def lengths(self, key, tokens, cap) -> tuple[int, int, int]:
+        return 0, 0, 0

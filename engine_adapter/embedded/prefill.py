@@ -54,6 +54,7 @@ class Prefill:
         st = self.st
         plan = PrefillPlan()
         page = st.config.page_size
+        before = state_digest(st)
         chosen: list[Tracked] = []
         origins: list[str] = []
         # Partially prefilled requests (chunk continuations, completed reloads) first.
@@ -85,6 +86,7 @@ class Prefill:
             plan.batch = self._allocate(chosen, origins)
             if plan.batch is None:
                 plan.computed_tokens = 0
+                st.last_rollback = (before, state_digest(st))
             else:
                 plan.members = chosen
                 for tr, origin in zip(chosen, origins):
@@ -276,6 +278,21 @@ class Prefill:
                 st.running_batch = batch
             else:
                 st.running_batch.merge_batch(batch)
+
+
+def state_digest(st: EngineState) -> tuple:
+    """Everything an admission may change, with cache content folded out: free and
+    evictable are summed, since evicting unlocked cache is not an admission side effect."""
+    sg = st.sg
+    return (
+        sg.allocator.available_size() + sg.tree_cache.evictable_size(),
+        sg.tree_cache.protected_size(),
+        len(sg.req_to_token_pool.free_slots),
+        tuple(t.req.rid for t in st.waiting),
+        tuple(t.req.rid for t in st.partial),
+        tuple(sorted(st.running)),
+        tuple(sorted(st.leases)),
+    )
 
 
 def _is_chunking(tr: Tracked) -> bool:

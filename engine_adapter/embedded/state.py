@@ -71,7 +71,7 @@ class EngineState:
     config: EngineConfig
     sg: SGLangComponents
     cost: RooflineCostModel
-    oracle: ContentOracle
+    oracle: ContentOracle  # or NullOracle with instrumentation off
     funnel: FunnelRecorder = field(default_factory=FunnelRecorder)
     counters: MutableCounters = field(default_factory=MutableCounters)
     clock_s: float = 0.0
@@ -86,6 +86,7 @@ class EngineState:
     finished: list[FinishedRecord] = field(default_factory=list)
     receipts: list[Receipt] = field(default_factory=list)
     by_rid: dict[str, Tracked] = field(default_factory=dict)
+    last_rollback: tuple | None = None  # (digest before admission, digest after rollback)
     _seq: itertools.count = field(default_factory=itertools.count)
     _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))
 

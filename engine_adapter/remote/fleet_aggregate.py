@@ -1,0 +1,153 @@
+"""Sum several workers' snapshots into one fleet snapshot (pure).
+
+Connected workers are summed field by field (pool ledger, counters, funnel, tree); a
+quantity that is None on any worker stays None in the sum. Disconnected workers add a
+`fleet_worker_down` alert and nothing else. Workers' own alerts are kept, their evidence
+prefixed with the worker URL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Sequence
+
+from engine_adapter.funnel import Funnel, FunnelStage, PrefixLengths, Rejection
+from engine_adapter.snapshot import (
+    Alert,
+    Counters,
+    EngineInfo,
+    PoolLedger,
+    Snapshot,
+    TreeStats,
+)
+
+
+def aggregate(
+    workers: Sequence[tuple[str, Snapshot]], *, seq: int, wall_time_s: float
+) -> Snapshot:
+    """The fleet view of `(url, snapshot)` pairs; the first worker's snapshot shapes it."""
+    if not workers:
+        raise ValueError("a fleet needs at least one worker")
+    live = [s for _, s in workers if s.connected]
+    alerts = [
+        dataclasses.replace(a, evidence=f"{url}: {a.evidence}")
+        for url, s in workers
+        for a in s.alerts
+        if s.connected
+    ]
+    alerts += [
+        Alert(name="fleet_worker_down", severity="critical", evidence=f"{url}: not connected")
+        for url, s in workers
+        if not s.connected
+    ]
+    base = live[0] if live else workers[0][1]
+    notes = (f"fleet: {len(workers)} workers, {len(live)} connected",)
+    if not live:
+        return dataclasses.replace(
+            base, seq=seq, wall_time_s=wall_time_s, connected=False,
+            alerts=tuple(alerts), notes=notes,
+        )  # fmt: skip
+    page_sizes = {s.info.page_size for s in live}
+    page_size = next(iter(page_sizes)) if len(page_sizes) == 1 else 1
+    if len(page_sizes) > 1:
+        notes += ("page sizes differ across workers: aggregate pages are tokens",)
+    return Snapshot(
+        seq=seq,
+        virtual_time_s=max(s.virtual_time_s for s in live),
+        wall_time_s=wall_time_s,
+        info=_info(live, page_size),
+        ledger=_ledger(live, page_size),
+        funnel=_funnel(live),
+        refs=base.refs,  # remote refs are not observable on any worker
+        mapping=base.mapping,
+        counters=Counters(
+            **{f.name: sum(getattr(s.counters, f.name) for s in live)
+               for f in dataclasses.fields(Counters)}
+        ),  # fmt: skip
+        tree=_tree(live),
+        alerts=tuple(alerts),
+        connected=True,
+        notes=notes + base.notes[-5:],
+    )
+
+
+def _same(values: Sequence[str]) -> str:
+    distinct = set(values)
+    return distinct.pop() if len(distinct) == 1 else "mixed"
+
+
+def _info(live: Sequence[Snapshot], page_size: int) -> EngineInfo:
+    return EngineInfo(
+        engine="remote",
+        tree_core="remote",
+        page_size=page_size,
+        eviction_policy=_same([s.info.eviction_policy for s in live]),
+        pool_tokens=sum(s.info.pool_tokens for s in live),
+        kv_pool="remote",
+        sglang_version=_same([s.info.sglang_version for s in live]),
+        model=_same([s.info.model for s in live]),
+    )
+
+
+def _opt_sum(values) -> int | None:
+    values = list(values)
+    return None if any(v is None for v in values) else sum(values)
+
+
+def _ledger(live: Sequence[Snapshot], page_size: int) -> PoolLedger:
+    ledgers = [s.ledger for s in live]
+    return PoolLedger(
+        page_size=page_size,
+        pool_tokens=sum(x.pool_tokens for x in ledgers),
+        free_tokens=sum(x.free_tokens for x in ledgers),
+        evictable_tokens=sum(x.evictable_tokens for x in ledgers),
+        used_tokens=sum(x.used_tokens for x in ledgers),
+        protected_tokens=_opt_sum(x.protected_tokens for x in ledgers),
+        private_tokens=_opt_sum(x.private_tokens for x in ledgers),
+        private_filled_tokens=_opt_sum(x.private_filled_tokens for x in ledgers),
+        host_tokens=sum(x.host_tokens for x in ledgers),
+        host_capacity_tokens=_opt_sum(x.host_capacity_tokens for x in ledgers),
+    )
+
+
+def _funnel(live: Sequence[Snapshot]) -> Funnel:
+    funnels = [s.funnel for s in live]
+    stages = tuple(
+        FunnelStage(
+            name=group[0].name,
+            requests=_opt_sum(st.requests for st in group),
+            tokens=_opt_sum(st.tokens for st in group),
+        )
+        for group in zip(*(f.stages for f in funnels))
+    )
+    rejections = tuple(
+        Rejection(
+            reason=group[0].reason,
+            requests=_opt_sum(r.requests for r in group),
+            tokens=_opt_sum(r.tokens for r in group),
+        )
+        for group in zip(*(f.rejections for f in funnels))
+    )
+    lengths = PrefixLengths(
+        prompt=sum(f.lengths.prompt for f in funnels),
+        semantic=_opt_sum(f.lengths.semantic for f in funnels),
+        indexed=_opt_sum(f.lengths.indexed for f in funnels),
+        cap=sum(f.lengths.cap for f in funnels),
+        runtime=sum(f.lengths.runtime for f in funnels),
+    )
+    return Funnel(stages=stages, rejections=rejections, lengths=lengths)
+
+
+def _tree(live: Sequence[Snapshot]) -> TreeStats:
+    media: Counter[str] = Counter()
+    for s in live:
+        media.update(dict(s.tree.tokens_by_medium))
+    depths = [s.tree.max_depth_tokens for s in live]
+    return TreeStats(
+        nodes=sum(s.tree.nodes for s in live),
+        cached_tokens=sum(s.tree.cached_tokens for s in live),
+        max_depth_tokens=None if None in depths else max(depths),
+        leaves=_opt_sum(s.tree.leaves for s in live),
+        tokens_by_medium=tuple(sorted(media.items())),
+    )

@@ -1,0 +1,52 @@
+"""One small HTTP GET for the remote attach (stdlib only, so `kvctl inspect` starts fast)."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from kvctl.errors import InputError
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+class Unreachable(Exception):
+    """The server did not answer (refused, reset, timed out, DNS); the message says which."""
+
+
+def normalize_base_url(url: str) -> str:
+    """`host:port` or `http(s)://host:port[/]` to `http(s)://host:port`; InputError otherwise."""
+    candidate = url.strip()
+    if "://" not in candidate:
+        candidate = f"http://{candidate}"
+    parsed = urllib.parse.urlsplit(candidate)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise InputError(f"--url {url!r} is not an http(s)://HOST:PORT address")
+    try:
+        parsed.port
+    except ValueError:
+        raise InputError(f"--url {url!r} has an invalid port") from None
+    return f"{parsed.scheme}://{parsed.netloc}{parsed.path.rstrip('/')}"
+
+
+def url_host(base_url: str) -> str:
+    """The host part of a base URL, IPv6 re-bracketed for splicing into tcp:// endpoints."""
+    host = urllib.parse.urlsplit(base_url).hostname or "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def http_get(url: str, *, timeout_s: float) -> tuple[int, bytes]:
+    """GET `url`; returns (status, body) for any HTTP answer, raises Unreachable otherwise."""
+    request = urllib.request.Request(url, headers={"Accept": "*/*", "User-Agent": "kvctl"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return response.status, response.read(MAX_BODY_BYTES)
+    except urllib.error.HTTPError as err:
+        body = err.read(MAX_BODY_BYTES) if err.fp is not None else b""
+        return err.code, body
+    except urllib.error.URLError as err:
+        raise Unreachable(f"{url}: {err.reason}") from None
+    except (OSError, socket.timeout) as err:  # reset, timeout mid-body, ...
+        raise Unreachable(f"{url}: {err}") from None

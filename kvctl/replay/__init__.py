@@ -1,0 +1,1 @@
+"""Workloads (Mooncake traces, agent scenarios) and replays through the embedded engine."""
