@@ -41,9 +41,12 @@ class LiveRun:
         pace: float | None = None,
         loop: bool = True,
         snapshot_interval_s: float = 0.25,
+        tree_interval_s: float | None = None,
         start_paused: bool = False,
     ) -> None:
-        """pace: virtual seconds per wall second (None: as fast as the CPU allows)."""
+        """pace: virtual seconds per wall second (None: as fast as the CPU allows).
+        tree_interval_s: also read SGLang's per-node tree (lock refs, the tree browser's
+        nodes) at most this often; None never (it walks the whole tree)."""
         self.engine = engine
         self._driver_factory = driver_factory
         self._iteration = 0
@@ -51,6 +54,8 @@ class LiveRun:
         self.pace = pace
         self.loop = loop
         self.snapshot_interval_s = snapshot_interval_s
+        self.tree_interval_s = tree_interval_s
+        self._next_tree = 0.0
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._running = threading.Event()
@@ -64,7 +69,7 @@ class LiveRun:
         self.steps = 0
         with self._lock:
             self._driver.prime(self.engine)
-            self._snapshot = self.engine.snapshot()
+            self._refresh()
 
     def _new_driver(self) -> WorkloadDriver:
         driver = self._driver_factory(self._iteration)
@@ -106,13 +111,21 @@ class LiveRun:
         """Advance one engine step (while paused) and refresh the snapshot."""
         with self._lock:
             self._step()
-            self._snapshot = self.engine.snapshot()
+            self._refresh(force_tree=True)
 
     def flush_cache(self) -> int:
         with self._lock:
             evicted = self.engine.flush_cache()
-            self._snapshot = self.engine.snapshot()
+            self._refresh(force_tree=True)
             return evicted
+
+    def _refresh(self, force_tree: bool = False) -> None:
+        """Rebuild the cached snapshot (caller holds the lock)."""
+        now = time.monotonic()
+        per_node = self.tree_interval_s is not None and (force_tree or now >= self._next_tree)
+        if per_node:
+            self._next_tree = now + self.tree_interval_s
+        self._snapshot = self.engine.snapshot(per_node_refs=per_node)
 
     # ---- reads -------------------------------------------------------------------------
 
@@ -151,7 +164,7 @@ class LiveRun:
                         self._step()
                     now = time.monotonic()
                     if now >= next_snapshot:
-                        self._snapshot = self.engine.snapshot()
+                        self._refresh()
                         next_snapshot = now + self.snapshot_interval_s
                 if self.finished:
                     time.sleep(self.snapshot_interval_s)

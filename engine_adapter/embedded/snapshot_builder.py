@@ -10,8 +10,9 @@ from __future__ import annotations
 from engine_adapter.embedded.state import EngineState
 from engine_adapter.instrument.alerts import AlertEvaluator, AlertInputs, AlertThresholds
 from engine_adapter.instrument.ledger import read_ledger
-from engine_adapter.instrument.refs import reconcile
-from engine_adapter.snapshot import EngineInfo, MappingLag, RequestView, Snapshot, TreeStats
+from engine_adapter.instrument.refs import derive, reconcile
+from engine_adapter.instrument.tree_dump import dump_nodes
+from engine_adapter.snapshot import EngineInfo, MappingLag, RequestView, Snapshot, TreeNodeView, TreeStats
 
 MAX_REQUEST_VIEWS = 500
 
@@ -51,7 +52,9 @@ class SnapshotBuilder:
             host_tokens=self.retention.host_tokens,
             host_capacity_tokens=st.config.host_capacity_tokens,
         )
-        refs = reconcile(sg.tree_cache, self.leases(), per_node=per_node_refs)
+        leases = self.leases()
+        dumped = dump_nodes(sg.tree_cache) if per_node_refs else None
+        refs = reconcile(sg.tree_cache, leases, dumped)
         funnel = st.funnel.freeze()
         mapping = self._mapping()
         counters = st.counters
@@ -73,13 +76,45 @@ class SnapshotBuilder:
             refs=refs,
             mapping=mapping,
             counters=frozen,
-            tree=TreeStats(
-                nodes=refs.nodes_checked,
-                cached_tokens=ledger.evictable_tokens + ledger.protected_tokens,
-            ),
+            tree=self._tree_stats(dumped, ledger),
             alerts=alerts,
             requests=self._request_views(),
+            tree_nodes=self._tree_nodes(dumped, leases),
         )
+
+    def _tree_stats(self, dumped, ledger) -> TreeStats:
+        cached = ledger.evictable_tokens + ledger.protected_tokens
+        if dumped is None:
+            return TreeStats(nodes=None, cached_tokens=cached,
+                             tokens_by_medium=(("device", cached), ("host", ledger.host_tokens)))
+        parents = {n.parent_id for n in dumped}
+        depth_tokens: dict[int, int] = {}
+        for node in dumped:  # depth-first order: a parent precedes its children
+            depth_tokens[node.node_id] = depth_tokens.get(node.parent_id, 0) + node.key_tokens
+        return TreeStats(
+            nodes=len(dumped), cached_tokens=cached,
+            max_depth_tokens=max(depth_tokens.values(), default=0),
+            leaves=sum(1 for n in dumped if n.node_id not in parents),
+            tokens_by_medium=(("device", cached), ("host", ledger.host_tokens)),
+        )
+
+    def _tree_nodes(self, dumped, leases) -> tuple[TreeNodeView, ...]:
+        if dumped is None:
+            return ()
+        derived = derive(self.st.sg.tree_cache, leases)
+        label_of = {t.req.rid: t.namespace_label for t in self.st.live_tracked()}
+        page = self.st.config.page_size
+        views = []
+        for node in dumped:
+            holders = tuple(sorted(set(derived.holders.get(node.node_id, ()))))
+            labels = {label_of[h] for h in holders if h in label_of}
+            views.append(TreeNodeView(
+                node_id=node.node_id, parent_id=node.parent_id, depth=node.depth,
+                tokens=node.key_tokens, pages=-(-node.key_tokens // page),
+                recorded_lock_ref=node.lock_ref, derived_lock_ref=derived.counts.get(node.node_id, 0),
+                holders=holders, namespace=labels.pop() if len(labels) == 1 else None,
+            ))
+        return tuple(views)
 
     def _mapping(self) -> MappingLag:
         st = self.st

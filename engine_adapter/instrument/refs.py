@@ -17,64 +17,71 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine_adapter.instrument.tree_dump import dump_nodes
+from typing import NamedTuple
+
+from engine_adapter.instrument.tree_dump import DumpedNode
 from engine_adapter.snapshot import NodeRefCheck, RefReconciliation
 
 Lease = tuple[str, int]  # (holder: request id or "session:<id>", anchor node id)
 
 
-def reconcile(tree_cache, leases: Iterable[Lease], *, per_node: bool) -> RefReconciliation:
-    """Compare recorded and derived lock counts. Reads only; never mutates the tree."""
+class DerivedRefs(NamedTuple):
+    """Lock counts explained by live leases, per node on a leased path."""
+
+    counts: dict[int, int]
+    holders: dict[int, list[str]]
+    node_tokens: dict[int, int]
+
+    @property
+    def protected_tokens(self) -> int:
+        return sum(self.node_tokens[n] for n, c in self.counts.items() if c > 0)
+
+
+def derive(tree_cache, leases: Iterable[Lease]) -> DerivedRefs:
+    """Walk each lease's root-to-anchor path with SGLang's `collect_path_info`."""
     leases = list(leases)
-    derived: dict[int, int] = {}
+    counts: dict[int, int] = {}
     holders: dict[int, list[str]] = {}
     node_tokens: dict[int, int] = {}
     anchors = sorted({node for _, node in leases})
     if anchors:
-        paths = tree_cache.tree_core.collect_path_info(anchors)
-        path_of = dict(zip(anchors, paths))
+        path_of = dict(zip(anchors, tree_cache.tree_core.collect_path_info(anchors)))
         for holder, node in leases:
             for info in path_of[node]:
-                derived[info.node_id] = derived.get(info.node_id, 0) + 1
+                counts[info.node_id] = counts.get(info.node_id, 0) + 1
                 holders.setdefault(info.node_id, []).append(holder)
                 node_tokens[info.node_id] = info.path_end - info.path_start
-    derived_tokens = sum(node_tokens[n] for n, count in derived.items() if count > 0)
-    recorded_tokens = tree_cache.protected_size()
+    return DerivedRefs(counts, holders, node_tokens)
 
+
+def reconcile(tree_cache, leases: Iterable[Lease], dumped: list[DumpedNode] | None) -> RefReconciliation:
+    """Compare recorded and derived lock counts; per node only when `dumped` (SGLang's
+    per-node printout, see tree_dump.py) is given. Reads only; never mutates the tree."""
+    leases = list(leases)
+    derived = derive(tree_cache, leases)
     off: list[NodeRefCheck] = []
-    nodes_checked = None
-    if per_node:
-        dumped = dump_nodes(tree_cache)
-        nodes_checked = len(dumped)
+    if dumped is not None:
         seen = set()
         for node in dumped:
             seen.add(node.node_id)
-            expected = derived.get(node.node_id, 0)
+            expected = derived.counts.get(node.node_id, 0)
             if node.lock_ref != expected:
-                off.append(
-                    NodeRefCheck(
-                        node_id=node.node_id,
-                        recorded=node.lock_ref,
-                        derived=expected,
-                        tokens=node.key_tokens,
-                        requests=tuple(sorted(set(holders.get(node.node_id, ())))),
-                    )
-                )
-        for node_id in derived.keys() - seen:  # a lease on a node the tree no longer has
-            off.append(
-                NodeRefCheck(
-                    node_id=node_id,
-                    recorded=0,
-                    derived=derived[node_id],
-                    tokens=node_tokens[node_id],
-                    requests=tuple(sorted(set(holders[node_id]))),
-                )
-            )
+                off.append(NodeRefCheck(
+                    node_id=node.node_id, recorded=node.lock_ref, derived=expected,
+                    tokens=node.key_tokens,
+                    requests=tuple(sorted(set(derived.holders.get(node.node_id, ())))),
+                ))
+        for node_id in derived.counts.keys() - seen:  # a lease on a node the tree lost
+            off.append(NodeRefCheck(
+                node_id=node_id, recorded=0, derived=derived.counts[node_id],
+                tokens=derived.node_tokens[node_id],
+                requests=tuple(sorted(set(derived.holders[node_id]))),
+            ))
     return RefReconciliation(
         leases=len(leases),
-        recorded_protected_tokens=recorded_tokens,
-        derived_protected_tokens=derived_tokens,
-        nodes_checked=nodes_checked,
-        per_node=per_node,
+        recorded_protected_tokens=tree_cache.protected_size(),
+        derived_protected_tokens=derived.protected_tokens,
+        nodes_checked=None if dumped is None else len(dumped),
+        per_node=dumped is not None,
         off_nodes=tuple(sorted(off, key=lambda n: n.node_id)),
     )

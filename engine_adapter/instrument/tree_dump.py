@@ -29,6 +29,8 @@ class DumpedNode(NamedTuple):
     node_id: int
     key_tokens: int
     lock_ref: int
+    parent_id: int | None  # None for a child of the root
+    depth: int  # 1 for a child of the root
 
 
 def capture_pretty_print(tree_cache: Any) -> str:
@@ -51,10 +53,23 @@ def capture_pretty_print(tree_cache: Any) -> str:
 
 
 def dump_nodes(tree_cache: Any) -> list[DumpedNode]:
-    """Every node except the root (the first line), with its recorded lock_ref."""
-    nodes = []
+    """Every node except the root (the first line), with its recorded lock_ref and its
+    parent. SGLang prints a depth-first walk, indenting each level by two more spaces than
+    its parent, so the parent of a line is the nearest earlier line one level up."""
+    nodes: list[DumpedNode] = []
+    stack: list[tuple[int, int]] = []  # (indent, node id) of the current path
+    root_seen = False
     for line in capture_pretty_print(tree_cache).splitlines():
         match = _LINE.match(line)
-        if match:
-            nodes.append(DumpedNode(int(match[1]), int(match[2]), int(match[3])))
-    return nodes[1:]
+        if not match:
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        node_id = int(match[1])
+        if root_seen:
+            parent = stack[-1][1] if len(stack) > 1 else None
+            nodes.append(DumpedNode(node_id, int(match[2]), int(match[3]), parent, len(stack)))
+        root_seen = True
+        stack.append((indent, node_id))
+    return nodes
