@@ -46,8 +46,9 @@ class Decode:
         batch.prepare_for_decode()
         return len(batch.reqs), int(batch.seq_lens_cpu.sum())
 
-    def complete(self) -> None:
-        """Append one output token per request; finish those that are done."""
+    def complete(self, model_tokens: list[int] | None = None) -> None:
+        """Append one output token per request (the model's, when one ran); finish those
+        that are done."""
         import torch
 
         st = self.st
@@ -55,8 +56,8 @@ class Decode:
         if batch is None or batch.is_empty():
             return
         tokens = []
-        for req in batch.reqs:
-            token = st.next_output_token()
+        for index, req in enumerate(batch.reqs):
+            token = model_tokens[index] if model_tokens is not None else st.next_output_token()
             req.output_ids.append(token)
             tokens.append(token)
             tr = st.running[req.rid]

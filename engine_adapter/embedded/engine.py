@@ -65,6 +65,11 @@ class EmbeddedEngine:
         self.prefill = Prefill(self.st, self.retention)
         self.decode = Decode(self.st, self.retention)
         self.faults = FaultInjector(self.st)
+        self.model = None
+        if config.tiny_model:
+            from engine_adapter.embedded.model_runner import ModelRunner
+
+            self.model = ModelRunner(self.st)
         self._snapshots = SnapshotBuilder(self.st, self.retention)
         install_eviction_probe(sg.tree_cache, self._on_evict)
         self._started_wall = time.monotonic()
@@ -111,9 +116,16 @@ class EmbeddedEngine:
             decode_reserve=decoding * self.config.page_size,
         )
         decode_requests, decode_context = self.decode.prepare()
+        first_tokens = decode_tokens = None
+        if self.model is not None:  # real K/V and greedy tokens from the tiny transformer
+            if plan.batch is not None:
+                first_tokens = self.model.prefill(plan.batch, plan.members)
+            if decode_requests:
+                decode_tokens = self.model.decode(st.running_batch)
         st.clock_s += st.cost.step_seconds(plan.computed_tokens, decode_requests, decode_context)
-        self.prefill.complete(plan)
-        self.decode.complete()
+        if decode_requests:  # before the prefill joins: new requests decode next step
+            self.decode.complete(decode_tokens)
+        self.prefill.complete(plan, first_tokens)
         st.counters.steps += 1
         if plan.batch is None and decode_requests == 0 and st.clock_s == start:
             self._resolve_stall()

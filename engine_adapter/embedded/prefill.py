@@ -231,8 +231,9 @@ class Prefill:
 
     # ---- completion --------------------------------------------------------------------
 
-    def complete(self, plan: PrefillPlan) -> None:
-        """Post-forward: publish chunks, emit first tokens, start reloads."""
+    def complete(self, plan: PrefillPlan, tokens: dict[str, int] | None = None) -> None:
+        """Post-forward: publish chunks, emit first tokens (the model's, when one ran;
+        else synthetic), start reloads."""
         if plan.batch is None:
             return
         import torch
@@ -257,7 +258,7 @@ class Prefill:
                 st.partial.append(tr)
                 last_tokens.append(0)
                 continue
-            token = st.next_output_token()
+            token = tokens[req.rid] if tokens is not None else st.next_output_token()
             req.output_ids.append(token)
             tr.first_token_s = tr.last_token_s = st.clock_s
             req.update_finish_state()

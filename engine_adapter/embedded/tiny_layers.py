@@ -40,9 +40,9 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.
     whether it was computed in a long prefill or a short extend after a prefix hit.
     """
     head_dim = x.shape[-1]
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim
+    exponents = torch.arange(0, head_dim, 2, dtype=x.dtype) / head_dim
     inv_freq = 1.0 / (theta**exponents)  # (head_dim/2,)
-    angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # (n, head_dim/2)
+    angles = positions.to(x.dtype)[:, None] * inv_freq[None, :]  # (n, head_dim/2)
     angles = torch.cat((angles, angles), dim=-1)[:, None, :]  # (n, 1, head_dim)
     half = head_dim // 2
     rotated_half = torch.cat((-x[..., half:], x[..., :half]), dim=-1)

@@ -148,6 +148,15 @@ class TinyTransformer:
         ]
         self.final_norm = norm_weight()
         self.lm_head = linear(config.vocab_size, hidden)
+        # Weights are drawn in fp32 and computed in fp64: K/V are rounded to the pool's fp32
+        # only when stored. Matmul blocking depends on the batch shape (a 256-token chunk
+        # and a 15-token extend sum in different orders); fp64 keeps those differences far
+        # below fp32 rounding, so the stored K/V, and the logits, do not depend on how a
+        # prefix was chunked or whether it was reused.
+        self.embedding = self.embedding.double()
+        self.final_norm = self.final_norm.double()
+        self.lm_head = self.lm_head.double()
+        self.layers = [LayerWeights(**{k: v.double() for k, v in w._asdict().items()}) for w in self.layers]
 
     def forward(
         self, kv_pool: Any, req_to_token: torch.Tensor, items: Sequence[ForwardItem]
@@ -202,9 +211,9 @@ class TinyTransformer:
             key_buffer, value_buffer = kv_pool.get_kv_buffer(layer_id)
             # The same row scatter as set_kv_buffer's CPU fallback (`k_cache[loc] = k`), done
             # here because that fallback imports SGLang's CUDA-graph runner (einops, ...).
-            key_buffer[out_slots] = key
-            value_buffer[out_slots] = value
-            keys, values = key_buffer[slots], value_buffer[slots]
+            key_buffer[out_slots] = key.to(key_buffer.dtype)
+            value_buffer[out_slots] = value.to(value_buffer.dtype)
+            keys, values = key_buffer[slots].double(), value_buffer[slots].double()
             attended = causal_gqa_attention(query, keys, values, item.start)
             hidden = hidden + attended @ weights.o_proj.T
             normed = rms_norm(hidden, weights.post_attention_norm, config.rms_norm_eps)
