@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 PIP     := $(BIN)/pip --disable-pip-version-check -q
 STAMP   := $(VENV)/.kvctl-setup-done
-REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/dev.txt pyproject.toml
+REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/kvctl.txt requirements/dev.txt pyproject.toml
 
 .PHONY: setup demo test test-fast bench lint clean
 
@@ -19,6 +19,7 @@ $(STAMP): $(REQS)
 	$(PIP) install -r requirements/torch.txt
 	$(PIP) install --no-deps -r requirements/sglang.txt
 	$(PIP) install -r requirements/runtime.txt
+	$(PIP) install -r requirements/kvctl.txt
 	$(PIP) install -r requirements/dev.txt
 	$(PIP) install --no-build-isolation -e .
 	@touch $(STAMP)

@@ -66,6 +66,7 @@ class EngineConfig:
     cost: CostParams = field(default_factory=CostParams)
     seed: int = 0
     enable_kv_events: bool = False
+    decode_quantum: int = 1  # tokens per request per decode step; >1 only for long replays
     instrument: bool = True  # content oracle + counterfactual funnel; off only to measure its cost
     receipts: bool = False  # collect Receipt records (OpenTelemetry spans); off for big replays
     tiny_model: str | None = None  # path of a tiny config.json: run a real transformer
@@ -103,5 +104,9 @@ class EngineConfig:
             raise InputError(f"token budget {self.token_budget} is smaller than one page")
         if self.max_running_requests <= 0 or self.max_context_len <= 0:
             raise InputError("max running requests and max context length must be positive")
+        if self.decode_quantum < 1:
+            raise InputError(f"decode quantum must be >= 1, got {self.decode_quantum}")
+        if self.tiny_model and self.decode_quantum != 1:
+            raise InputError("the tiny model decodes one token per step: use decode_quantum=1")
         if self.tau_high is not None and not 0.0 < self.tau_high <= 1.0:
             raise InputError(f"tau_high must be in (0, 1], got {self.tau_high}")

@@ -46,6 +46,8 @@ class Decode:
         batch.prepare_for_decode()
         return len(batch.reqs), int(batch.seq_lens_cpu.sum())
 
+    iterations = 1  # one decode iteration per step
+
     def complete(self, model_tokens: list[int] | None = None) -> None:
         """Append one output token per request (the model's, when one ran); finish those
         that are done."""

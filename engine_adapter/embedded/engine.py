@@ -63,7 +63,12 @@ class EmbeddedEngine:
         )
         self.retention = Retention(self.st)
         self.prefill = Prefill(self.st, self.retention)
-        self.decode = Decode(self.st, self.retention)
+        if config.decode_quantum > 1:
+            from engine_adapter.embedded.decode_quantum import QuantumDecode
+
+            self.decode = QuantumDecode(self.st, self.retention, config.decode_quantum)
+        else:
+            self.decode = Decode(self.st, self.retention)
         self.faults = FaultInjector(self.st)
         self.model = None
         if config.tiny_model:
@@ -123,6 +128,8 @@ class EmbeddedEngine:
             if decode_requests:
                 decode_tokens = self.model.decode(st.running_batch)
         st.clock_s += st.cost.step_seconds(plan.computed_tokens, decode_requests, decode_context)
+        if decode_requests and self.decode.iterations > 1:  # a quantum stands for q iterations
+            st.clock_s += (self.decode.iterations - 1) * st.cost.step_seconds(0, decode_requests, decode_context)
         if decode_requests:  # before the prefill joins: new requests decode next step
             self.decode.complete(decode_tokens)
         self.prefill.complete(plan, first_tokens)

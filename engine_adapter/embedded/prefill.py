@@ -272,6 +272,8 @@ class Prefill:
                 tr.state = "running"
                 st.running[req.rid] = tr
                 keep.append(index)
+        if st.config.decode_quantum > 1:
+            return  # quantum decode builds its own batch each step from st.running
         batch.output_ids = torch.tensor(last_tokens, dtype=torch.int64)
         batch.filter_batch(keep_indices=keep)
         if batch.reqs:

@@ -203,6 +203,15 @@ class Retention:
                    namespace=tr.namespace_label, request=req.rid)
         st.waiting.appendleft(tr)
 
+    def abort(self, tr: Tracked) -> None:
+        """End a request that cannot continue even alone: free its row unpublished and
+        report it finished with the tokens it has (SGLang's out-of-memory abort)."""
+        from sglang.srt.mem_cache.common import release_kv_cache
+
+        release_kv_cache(tr.req, self.st.sg.tree_cache, checkpoint=False)
+        self.st.counters.allocation_failures += 1
+        self.finish(tr, released=True)
+
     # ---- reloads -----------------------------------------------------------------------
 
     def start_reload(self, tr: Tracked, batch: Any, index: int) -> None:

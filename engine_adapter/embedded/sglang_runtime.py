@@ -71,6 +71,9 @@ def build_components(config: EngineConfig) -> SGLangComponents:
     except ImportError as err:  # pragma: no cover - depends on the installation
         raise RuntimeFailure(f"SGLang 0.5.23 is not importable ({err}); run `make setup`") from None
 
+    # One torch thread: the CPU pool ops are small and a second thread only contends
+    # (replay sweeps parallelize across processes instead).
+    torch.set_num_threads(1)
     model_dir = Path(config.tiny_model).parent if config.tiny_model else DEFAULT_MODEL_DIR
     server_args = ServerArgs(
         model_path=str(model_dir),

@@ -12,11 +12,11 @@ import typer
 
 from kvctl.cli.output import console, print_json, to_jsonable
 
-_DEFAULT_SCENARIO = "examples/scenarios/lifecycle-check.yaml"
 
 
 def check_command(
-    scenario: Annotated[str, typer.Option("--scenario", help="Scenario YAML to run.")] = _DEFAULT_SCENARIO,
+    scenario: Annotated[Optional[str], typer.Option(
+        "--scenario", help="Scenario YAML to run (default: the shipped lifecycle-check.yaml).")] = None,
     steps: Annotated[Optional[int], typer.Option(help="Stop after this many engine steps.")] = None,
     tree_core: Annotated[str, typer.Option("--tree-core", help="SGLang tree core: rust or python.")] = "rust",
     eviction: Annotated[Optional[str], typer.Option(help="Eviction policy (default: the scenario's).")] = None,
@@ -25,7 +25,9 @@ def check_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     from kvctl.replay.check import run_check
+    from kvctl.replay.scenario import SHIPPED_DIR
 
+    scenario = scenario or str(SHIPPED_DIR / "lifecycle-check.yaml")
     result = run_check(scenario, steps=steps, tree_core=tree_core, eviction=eviction, inject=inject_fault)
     if as_json:
         data = to_jsonable(result)
@@ -40,7 +42,7 @@ def _render(result) -> None:
     from rich.table import Table
 
     out = console()
-    table = Table(title=f"kvctl check: {result.scenario} ({result.tree_core} tree core, {result.eviction_policy})")
+    table = Table(title=f"kvctl check: {result.scenario}, {result.tree_core} core, {result.eviction_policy}")
     table.add_column("check")
     table.add_column("result", justify="right")
     rate = "—" if result.hit_rate is None else f"{100 * result.hit_rate:.1f}%"
