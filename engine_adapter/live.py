@@ -26,6 +26,7 @@ from engine_adapter.embedded.engine import EmbeddedEngine
 from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Snapshot
 from engine_adapter.workload import WorkloadDriver
+from kvctl.errors import RuntimeFailure
 
 DriverFactory = Callable[[int], WorkloadDriver]  # iteration -> a fresh driver
 
@@ -130,6 +131,9 @@ class LiveRun:
     # ---- reads -------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
+        """The latest snapshot; raises RuntimeFailure once the worker has died."""
+        if self.error is not None:
+            raise RuntimeFailure(f"the live run stopped: {self.error}")
         return self._snapshot
 
     def take_receipts(self) -> list[Receipt]:

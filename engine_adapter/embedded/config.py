@@ -68,6 +68,9 @@ class EngineConfig:
     enable_kv_events: bool = False
     decode_quantum: int = 1  # tokens per request per decode step; >1 only for long replays
     instrument: bool = True  # content oracle + counterfactual funnel; off only to measure its cost
+    # Salt of the namespace labels (and SGLang cache_salt); None: random per engine, so
+    # labels cannot be reversed to tenant names. Fix it to compare labels across runs.
+    namespace_salt: str | None = None
     receipts: bool = False  # collect Receipt records (OpenTelemetry spans); off for big replays
     tiny_model: str | None = None  # path of a tiny config.json: run a real transformer
 

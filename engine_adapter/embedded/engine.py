@@ -16,6 +16,7 @@ callers serialize `step()` and `snapshot()` (the live runner does).
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass
 
@@ -61,6 +62,7 @@ class EmbeddedEngine:
             config=config, sg=sg, cost=RooflineCostModel(config.cost),
             oracle=ContentOracle(config.page_size, config.seed) if config.instrument else NullOracle(),
         )
+        self.st.namespace_salt = config.namespace_salt or secrets.token_hex(8)
         self.retention = Retention(self.st)
         self.prefill = Prefill(self.st, self.retention)
         if config.decode_quantum > 1:
@@ -159,7 +161,7 @@ class EmbeddedEngine:
             sampling.normalize(None)
             req = Req(spec.rid, "", to_token_array(spec.tokens), sampling, vocab_size=OUTPUT_VOCAB,
                       eos_token_ids=set(), priority=spec.priority)
-            label = namespace_label(spec.read_namespace)
+            label = namespace_label(spec.read_namespace, st.namespace_salt)
             tracked = Tracked(spec=spec, req=req, namespace_label=label, key=(label, st.generation))
             st.by_rid[spec.rid] = tracked
             st.waiting.append(tracked)

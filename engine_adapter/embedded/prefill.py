@@ -28,9 +28,11 @@ from engine_adapter.embedded.state import EngineState
 from engine_adapter.instrument.funnel_recorder import AdmissionFacts
 
 
-def namespace_label(namespace: str) -> str:
-    """Salted-free, stable, low-cardinality label: never the raw tenant string."""
-    return "ns-" + hashlib.sha256(namespace.encode()).hexdigest()[:12]
+def namespace_label(namespace: str, salt: str) -> str:
+    """Low-cardinality label for a namespace: never the raw tenant string, and salted so
+    a guessable tenant name cannot be recovered from it (seed 000 0x0CE). The label is
+    also the SGLang `cache_salt`, so it partitions the radix tree."""
+    return "ns-" + hashlib.sha256(f"{salt}\0{namespace}".encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -131,7 +133,7 @@ class Prefill:
         spec, req = tr.spec, tr.req
         authorized = self._authorized(spec)
         own = spec.read_namespace if authorized else spec.tenant
-        tr.namespace_label = namespace_label(own)
+        tr.namespace_label = namespace_label(own, st.namespace_salt)
         tr.generation = st.generation
         tr.key = (tr.namespace_label, st.generation)
         req.cache_salt = tr.namespace_label

@@ -86,6 +86,7 @@ class EngineState:
     finished: list[FinishedRecord] = field(default_factory=list)
     receipts: list[Receipt] = field(default_factory=list)
     by_rid: dict[str, Tracked] = field(default_factory=dict)
+    namespace_salt: str = ""  # per engine; see prefill.namespace_label
     last_rollback: tuple | None = None  # (digest before admission, digest after rollback)
     _seq: itertools.count = field(default_factory=itertools.count)
     _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))

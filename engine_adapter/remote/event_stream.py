@@ -97,7 +97,7 @@ class EventStream:
         self._replay_timeout_s = replay_timeout_s
         self._poll_ms = max(1, int(poll_interval_s * 1000))
         self._mirror = PrefixMirror()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: wait_until predicates may call readers
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._resync = threading.Event()

@@ -16,7 +16,9 @@ Run `python -m engine_adapter.remote.loopback_demo` for a demo server to point `
 
 from __future__ import annotations
 
+import gc
 import json
+import socket
 import tempfile
 import time
 from array import array
@@ -199,13 +201,30 @@ class LoopbackServer:
 
     def restart_publisher(self) -> None:
         """A new ZmqEventPublisher on the same ports: sequence numbers start at 0 again."""
+        import zmq
         from sglang.srt.disaggregation.kv_events import ZmqEventPublisher
 
         self._publisher.shutdown()
-        self._publisher = ZmqEventPublisher(
-            attn_dp_rank=0, endpoint=self.kv_endpoint, replay_endpoint=self.replay_endpoint,
-            buffer_steps=self._buffer_steps, bind=True,
-        )  # fmt: skip
+        deadline = time.monotonic() + 10.0
+        # libzmq closes the old listeners asynchronously (its reaper thread): wait for both
+        # ports, and retry if a bind still races it.
+        while not all(_port_free(e) for e in (self.kv_endpoint, self.replay_endpoint)):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        while True:
+            try:
+                self._publisher = ZmqEventPublisher(
+                    attn_dp_rank=0, endpoint=self.kv_endpoint,
+                    replay_endpoint=self.replay_endpoint, buffer_steps=self._buffer_steps,
+                    bind=True,
+                )  # fmt: skip
+                break
+            except zmq.ZMQError as err:
+                if err.errno != zmq.EADDRINUSE or time.monotonic() > deadline:
+                    raise
+            gc.collect()  # closes the half-built publisher's bound PUB socket
+            time.sleep(0.05)
         self.batches_published = 0
 
     def restart(self) -> None:
@@ -325,6 +344,18 @@ class LoopbackServer:
             frontend="python",
         )  # fmt: skip
         return msgspec_to_builtins(info)
+
+
+def _port_free(endpoint: str) -> bool:
+    """Whether a tcp://127.0.0.1:PORT endpoint can be bound right now."""
+    port = int(endpoint.rsplit(":", 1)[1])
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _salt_prior(salt: str | None) -> str | None:
