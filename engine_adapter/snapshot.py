@@ -230,6 +230,8 @@ class Counters:
     reload_bytes: int = 0
     offloaded_tokens: int = 0
     reloaded_tokens: int = 0
+    mapping_stalls: int = 0  # host-tier reloads a request had to wait for
+    mapping_stall_seconds: float = 0.0  # modeled seconds spent waiting for them
     kv_events: int = 0
 
 

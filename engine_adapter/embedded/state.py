@@ -24,35 +24,15 @@ from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Counters
 
 
-@dataclass
 class MutableCounters:
-    """Field-for-field the mutable twin of `Counters`."""
+    """The mutable twin of `Counters`: the same fields, all starting at zero."""
 
-    steps: int = 0
-    requests_submitted: int = 0
-    requests_finished: int = 0
-    prompt_tokens: int = 0
-    hit_tokens: int = 0
-    recomputed_tokens: int = 0
-    decode_tokens: int = 0
-    evictions: int = 0
-    evicted_tokens: int = 0
-    retractions: int = 0
-    retracted_tokens: int = 0
-    allocation_failures: int = 0
-    locked_eviction_rejects: int = 0
-    admission_deferrals: int = 0
-    offload_bytes: int = 0
-    reload_bytes: int = 0
-    offloaded_tokens: int = 0
-    reloaded_tokens: int = 0
-    kv_events: int = 0
-    mapping_stalls: int = 0
-    mapping_stall_seconds: float = 0.0
+    def __init__(self) -> None:
+        for f in dataclasses.fields(Counters):
+            setattr(self, f.name, type(f.default)())
 
     def freeze(self) -> Counters:
-        names = {f.name for f in dataclasses.fields(Counters)}
-        return Counters(**{k: v for k, v in dataclasses.asdict(self).items() if k in names})
+        return Counters(**vars(self))
 
 
 @dataclass(kw_only=True)

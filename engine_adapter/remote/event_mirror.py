@@ -78,7 +78,7 @@ class PrefixMirror:
     def _store(self, event: StoredBlocks) -> None:
         parent = event.parent_block_hash
         attached = False
-        for block_hash, tokens in zip(event.block_hashes, event.block_tokens):
+        for block_hash, tokens in zip(event.block_hashes, event.block_tokens, strict=True):
             self.counts["stored_blocks"] += 1
             block = self._blocks.get(block_hash)
             if block is not None:  # the same page in another medium (e.g. a host backup)
@@ -136,9 +136,7 @@ class PrefixMirror:
 
     def hashes(self, medium: str | None = None) -> frozenset[int]:
         """Block hashes held in `medium` (any medium when None)."""
-        return frozenset(
-            h for h, b in self._blocks.items() if medium is None or medium in b.media
-        )
+        return frozenset(h for h, b in self._blocks.items() if medium is None or medium in b.media)
 
     def tokens(self, medium: str = GPU) -> int:
         return sum(b.tokens for b in self._blocks.values() if medium in b.media)

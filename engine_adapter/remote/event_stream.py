@@ -151,7 +151,7 @@ class EventStream:
             self._mirror.check_integrity()
 
     def wait_until(self, predicate: Callable[[StreamStats], bool], timeout: float) -> bool:
-        """Block until `predicate(stats)` holds or `timeout` seconds pass; returns whether it held."""
+        """Block until `predicate(stats)` holds or `timeout` seconds pass; True if it held."""
         with self._changed:
             return self._changed.wait_for(lambda: predicate(self._stats), timeout=timeout)
 

@@ -28,7 +28,9 @@ class FaultRelay:
     `close()` stops the thread and the sockets (idempotent).
     """
 
-    def __init__(self, upstream: str, *, drop: set[int] | None = None, corrupt: set[int] | None = None):
+    def __init__(
+        self, upstream: str, *, drop: set[int] | None = None, corrupt: set[int] | None = None
+    ):
         self.drop: set[int] = set(drop or ())
         self.corrupt: set[int] = set(corrupt or ())
         self.forwarded = 0

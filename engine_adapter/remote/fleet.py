@@ -48,7 +48,8 @@ class Fleet:
             raise InputError(f"{len(kv_events)} --kv-events for {len(urls)} --url")
         endpoints = list(kv_events) + [None] * (len(urls) - len(kv_events))
         self.engines = tuple(
-            RemoteEngine(url, kv_events=endpoint, **options) for url, endpoint in zip(urls, endpoints)
+            RemoteEngine(url, kv_events=endpoint, **options)
+            for url, endpoint in zip(urls, endpoints, strict=True)
         )
         self._seq = 0
 
@@ -84,7 +85,7 @@ class Fleet:
     ) -> list[PromptMatch | None]:  # fmt: skip
         """Per worker, the cached prefix of `tokens` (None: no info or no event stream)."""
         matches: list[PromptMatch | None] = []
-        for engine, read in zip(self.engines, reads):
+        for engine, read in zip(self.engines, reads, strict=True):
             info = read.info
             if info is None or engine.stream is None:
                 matches.append(None)
@@ -112,7 +113,7 @@ class Fleet:
         """Seed 003 figure 7's affinity-load choice among `reads` for one prompt."""
         matches = self.match_prompt(reads, tokens, cache_salt=cache_salt, extra_key=extra_key)
         candidates = []
-        for read, match in zip(reads, matches):
+        for read, match in zip(reads, matches, strict=True):
             reason = ""
             if not read.snapshot.connected:
                 reason = "disconnected"

@@ -23,9 +23,7 @@ from engine_adapter.snapshot import (
 )
 
 
-def aggregate(
-    workers: Sequence[tuple[str, Snapshot]], *, seq: int, wall_time_s: float
-) -> Snapshot:
+def aggregate(workers: Sequence[tuple[str, Snapshot]], *, seq: int, wall_time_s: float) -> Snapshot:
     """The fleet view of `(url, snapshot)` pairs; the first worker's snapshot shapes it."""
     if not workers:
         raise ValueError("a fleet needs at least one worker")
@@ -62,8 +60,10 @@ def aggregate(
         refs=base.refs,  # remote refs are not observable on any worker
         mapping=base.mapping,
         counters=Counters(
-            **{f.name: sum(getattr(s.counters, f.name) for s in live)
-               for f in dataclasses.fields(Counters)}
+            **{
+                f.name: sum(getattr(s.counters, f.name) for s in live)
+                for f in dataclasses.fields(Counters)
+            }
         ),  # fmt: skip
         tree=_tree(live),
         alerts=tuple(alerts),
@@ -119,7 +119,7 @@ def _funnel(live: Sequence[Snapshot]) -> Funnel:
             requests=_opt_sum(st.requests for st in group),
             tokens=_opt_sum(st.tokens for st in group),
         )
-        for group in zip(*(f.stages for f in funnels))
+        for group in zip(*(f.stages for f in funnels), strict=True)
     )
     rejections = tuple(
         Rejection(
@@ -127,7 +127,7 @@ def _funnel(live: Sequence[Snapshot]) -> Funnel:
             requests=_opt_sum(r.requests for r in group),
             tokens=_opt_sum(r.tokens for r in group),
         )
-        for group in zip(*(f.rejections for f in funnels))
+        for group in zip(*(f.rejections for f in funnels), strict=True)
     )
     lengths = PrefixLengths(
         prompt=sum(f.lengths.prompt for f in funnels),

@@ -25,7 +25,7 @@ def normalize_base_url(url: str) -> str:
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise InputError(f"--url {url!r} is not an http(s)://HOST:PORT address")
     try:
-        parsed.port
+        _ = parsed.port  # raises ValueError for an out-of-range port
     except ValueError:
         raise InputError(f"--url {url!r} has an invalid port") from None
     return f"{parsed.scheme}://{parsed.netloc}{parsed.path.rstrip('/')}"

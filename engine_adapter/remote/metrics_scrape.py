@@ -100,7 +100,9 @@ def parse_metrics(text: str) -> MetricsReading:
         if not line.strip() or line.startswith("#"):
             continue
         try:
-            samples.extend(s for f in text_string_to_metric_families(line + "\n") for s in f.samples)
+            samples.extend(
+                s for f in text_string_to_metric_families(line + "\n") for s in f.samples
+            )
         except Exception:
             malformed += 1
             first = first or line[:120]

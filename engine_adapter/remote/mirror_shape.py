@@ -141,4 +141,3 @@ def summarize(
         clears=counts.get("cleared", 0),
         unknown_removals=counts.get("unknown_removals", 0),
     )
-

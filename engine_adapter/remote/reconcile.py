@@ -88,7 +88,9 @@ def reconcile(
     )
 
 
-def drift_alert(result: RemoteReconciliation, *, streak: int, required: int, mirror_complete: bool) -> Alert | None:
+def drift_alert(
+    result: RemoteReconciliation, *, streak: int, required: int, mirror_complete: bool
+) -> Alert | None:
     """The alert when the mirror has been out of tolerance on `required` reads in a row."""
     if result.within_tolerance or streak < required:
         return None

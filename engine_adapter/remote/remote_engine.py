@@ -30,7 +30,12 @@ from engine_adapter.remote.event_stream import EventStream, StreamStats
 from engine_adapter.remote.http_fetch import Unreachable, normalize_base_url
 from engine_adapter.remote.metrics_scrape import MetricsReading, MetricsUnavailable, scrape_metrics
 from engine_adapter.remote.mirror_shape import MirrorShape
-from engine_adapter.remote.reconcile import DriftTolerance, RemoteReconciliation, drift_alert, reconcile
+from engine_adapter.remote.reconcile import (
+    DriftTolerance,
+    RemoteReconciliation,
+    drift_alert,
+    reconcile,
+)
 from engine_adapter.remote.server_info import MalformedServerInfo, ServerInfo, fetch_server_info
 from engine_adapter.remote.snapshot_build import build_snapshot, disconnected_snapshot
 from engine_adapter.remote.wire import GPU
@@ -80,7 +85,7 @@ class RemoteEngine:
         kv_replay: str | None = None,
         topic: str | None = None,
         timeout_s: float = 2.0,
-        tolerance: DriftTolerance = DriftTolerance(),
+        tolerance: DriftTolerance | None = None,
         backoff: Backoff | None = None,
         info_refresh_s: float = 30.0,
         resync_interval_s: float = 5.0,
@@ -90,7 +95,7 @@ class RemoteEngine:
         self.url = normalize_base_url(url)
         self._kv_events, self._kv_replay, self._topic = kv_events, kv_replay, topic
         self._timeout_s = timeout_s
-        self._tolerance = tolerance
+        self._tolerance = tolerance or DriftTolerance()
         self._backoff = backoff or Backoff()
         self._info_refresh_s = info_refresh_s
         self._stream_options = dict(
@@ -271,7 +276,7 @@ class RemoteEngine:
             metrics.malformed_lines,
             self._malformed_info,
         )
-        if any(now > before for now, before in zip(seen, self._malformed_seen)):
+        if any(now > before for now, before in zip(seen, self._malformed_seen, strict=True)):
             example = (stats.last_malformed if stats else None) or metrics.first_malformed
             alerts.append(Alert(
                 name="remote_malformed_input", severity="warning",

@@ -5,13 +5,13 @@ Page hashes, exactly as SGLang 0.5.23 publishes them in KV events
 
 ::
 
-    prompt  t0 .. t{S-1}, page size P, only full pages are cached
-    d_0   = SHA256(seed? || page_0 as little-endian uint32)      seed = SHA256(
-    d_k   = SHA256(d_{k-1} || page_k as little-endian uint32)       b"sglang-cache-salt-v1\\0" + salt)
-    h_k   = first 8 bytes of d_k as a signed big-endian int64       only when cache_salt is set
+    prompt t0 .. t{S-1}, page size P; only full pages are cached
+    d_0 = SHA256(seed || page_0 as little-endian uint32)     seed: empty, or when cache_salt is
+    d_k = SHA256(d_{k-1} || page_k as little-endian uint32)        set SHA256(b"sglang-cache-
+    h_k = first 8 bytes of d_k as a signed big-endian int64        salt-v1\\0" + salt)
     (a page holding a token >= 2**32 hashes b"\\xff" + uint64 words instead)
-    dynamo format: h_k' = int64(SHA256(ns_seed || h_k as 8 bytes big-endian)[:8])
-                   ns_seed = SHA256(b"sglang-kv-event-namespace-v1" + parts(extra_key, cache_salt))
+    dynamo format: h_k' = int64(SHA256(ns_seed || h_k as 8 bytes big-endian)[:8]),
+                   ns_seed = SHA256(b"sglang-kv-event-namespace-v1" + parts(extra_key, salt))
 
 This is seed 003 figure 7's rolling Merkle chain h_k = Hash(h_{k-1} || c_k). It is
 reimplemented with hashlib (SGLang's own function needs its C++ extension and a 10 s

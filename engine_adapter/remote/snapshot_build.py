@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine_adapter.funnel import REJECTION_REASONS, STAGES, Funnel, FunnelStage, PrefixLengths, Rejection
+from engine_adapter.funnel import (
+    REJECTION_REASONS,
+    STAGES,
+    Funnel,
+    FunnelStage,
+    PrefixLengths,
+    Rejection,
+)
 from engine_adapter.remote.event_stream import StreamStats
 from engine_adapter.remote.metrics_scrape import MetricsReading, MetricsUnavailable
 from engine_adapter.remote.mirror_shape import MirrorShape
@@ -86,8 +93,11 @@ def build_snapshot(
             per_node=False,
         ),
         mapping=MappingLag(
-            waiting_requests=0, lag_tokens=0, max_wait_seconds=0.0,
-            stalls_total=0, stall_seconds_total=0.0,
+            waiting_requests=0,
+            lag_tokens=0,
+            max_wait_seconds=0.0,
+            stalls_total=0,
+            stall_seconds_total=0.0,
         ),  # fmt: skip
         counters=build_counters(metrics, stream),
         tree=_tree(shape),
@@ -133,10 +143,16 @@ def build_funnel(metrics: MetricsReading) -> Funnel:
             stages.append(FunnelStage(name=name, requests=None, tokens=None))
     return Funnel(
         stages=tuple(stages),
-        rejections=tuple(Rejection(reason=r, requests=None, tokens=None) for r in REJECTION_REASONS),
+        rejections=tuple(
+            Rejection(reason=r, requests=None, tokens=None) for r in REJECTION_REASONS
+        ),
         # seed 000 0x07A: S_cap = S_prompt - 1 per request, so the sum is prompt - requests.
         lengths=PrefixLengths(
-            prompt=prompt, semantic=None, indexed=None, cap=max(0, prompt - requests), runtime=cached
+            prompt=prompt,
+            semantic=None,
+            indexed=None,
+            cap=max(0, prompt - requests),
+            runtime=cached,
         ),
     )
 
@@ -189,7 +205,9 @@ def disconnected_snapshot(
         )  # fmt: skip
     zero = Funnel(
         stages=tuple(FunnelStage(name=s, requests=None, tokens=None) for s in STAGES),
-        rejections=tuple(Rejection(reason=r, requests=None, tokens=None) for r in REJECTION_REASONS),
+        rejections=tuple(
+            Rejection(reason=r, requests=None, tokens=None) for r in REJECTION_REASONS
+        ),
         lengths=PrefixLengths(semantic=None, indexed=None),
     )
     return Snapshot(
@@ -197,21 +215,37 @@ def disconnected_snapshot(
         virtual_time_s=attached_s,
         wall_time_s=wall_time_s,
         info=EngineInfo(
-            engine="remote", tree_core="remote", page_size=1, eviction_policy="",
-            pool_tokens=0, kv_pool="remote", sglang_version="",
+            engine="remote",
+            tree_core="remote",
+            page_size=1,
+            eviction_policy="",
+            pool_tokens=0,
+            kv_pool="remote",
+            sglang_version="",
         ),  # fmt: skip
         ledger=PoolLedger(
-            page_size=1, pool_tokens=0, free_tokens=0, evictable_tokens=0, used_tokens=0,
-            protected_tokens=None, private_tokens=None,
+            page_size=1,
+            pool_tokens=0,
+            free_tokens=0,
+            evictable_tokens=0,
+            used_tokens=0,
+            protected_tokens=None,
+            private_tokens=None,
         ),  # fmt: skip
         funnel=zero,
         refs=RefReconciliation(
-            leases=None, recorded_protected_tokens=None, derived_protected_tokens=None,
-            nodes_checked=None, per_node=False,
+            leases=None,
+            recorded_protected_tokens=None,
+            derived_protected_tokens=None,
+            nodes_checked=None,
+            per_node=False,
         ),  # fmt: skip
         mapping=MappingLag(
-            waiting_requests=0, lag_tokens=0, max_wait_seconds=0.0,
-            stalls_total=0, stall_seconds_total=0.0,
+            waiting_requests=0,
+            lag_tokens=0,
+            max_wait_seconds=0.0,
+            stalls_total=0,
+            stall_seconds_total=0.0,
         ),  # fmt: skip
         counters=Counters(),
         tree=TreeStats(nodes=0, cached_tokens=0),

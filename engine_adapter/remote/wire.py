@@ -153,7 +153,7 @@ def _as_fields(raw: Any, seq: int) -> dict[str, Any]:
         return raw
     if isinstance(raw, (list, tuple)) and raw and isinstance(raw[0], str):
         names = {"BlockStored": _STORED_POSITIONAL, "BlockRemoved": _REMOVED_POSITIONAL}
-        fields = dict(zip(names.get(raw[0], ()), raw[1:]))
+        fields = dict(zip(names.get(raw[0], ()), raw[1:], strict=False))
         fields["type"] = raw[0]
         return fields
     raise MalformedMessage("event is neither a tagged map nor a tagged array", seq=seq)
