@@ -166,7 +166,7 @@ class TreeStats:
     """Shape of the prefix index."""
 
     nodes: int | None
-    cached_tokens: int
+    cached_tokens: int | None
     max_depth_tokens: int | None = None
     leaves: int | None = None
     tokens_by_medium: tuple[tuple[str, int], ...] = ()
@@ -210,10 +210,12 @@ class RequestView:
 
 @dataclass(frozen=True, kw_only=True)
 class Counters:
-    """Monotone totals since the engine started (Prometheus counters)."""
+    """Monotone totals since the engine started (Prometheus counters).
 
-    steps: int = 0
-    requests_submitted: int = 0
+    `None`: not observable by this engine (a remote server publishes no such series)."""
+
+    steps: int | None = 0
+    requests_submitted: int | None = 0
     requests_finished: int = 0
     prompt_tokens: int = 0
     hit_tokens: int = 0
@@ -223,15 +225,15 @@ class Counters:
     evicted_tokens: int = 0
     retractions: int = 0
     retracted_tokens: int = 0
-    allocation_failures: int = 0  # an allocation that failed even after eviction
-    locked_eviction_rejects: int = 0  # evictions that fell short because the rest is locked
-    admission_deferrals: int = 0  # admissions held back by the tau_high ceiling
+    allocation_failures: int | None = 0  # an allocation that failed even after eviction
+    locked_eviction_rejects: int | None = 0  # evictions that fell short because the rest is locked
+    admission_deferrals: int | None = 0  # admissions held back by the tau_high ceiling
     offload_bytes: int = 0
     reload_bytes: int = 0
     offloaded_tokens: int = 0
     reloaded_tokens: int = 0
-    mapping_stalls: int = 0  # host-tier reloads a request had to wait for
-    mapping_stall_seconds: float = 0.0  # modeled seconds spent waiting for them
+    mapping_stalls: int | None = 0  # host-tier reloads a request had to wait for
+    mapping_stall_seconds: float | None = 0.0  # modeled seconds spent waiting for them
     kv_events: int = 0
 
 
@@ -261,7 +263,7 @@ class Snapshot:
     ledger: PoolLedger
     funnel: Funnel
     refs: RefReconciliation
-    mapping: MappingLag
+    mapping: MappingLag | None  # None: not observable (remote)
     counters: Counters
     tree: TreeStats
     alerts: tuple[Alert, ...] = ()

@@ -68,6 +68,7 @@ class StreamStats:
     last_malformed: str | None = None
     mirror_complete: bool = True
     last_batch_wall_s: float | None = None
+    failure: str | None = None  # why the stream thread stopped on its own (bad endpoint, ...)
 
 
 class EventStream:
@@ -184,6 +185,8 @@ class EventStream:
                 elif time.monotonic() - idle_since >= self._resync_interval_s:
                     self._replay(context, self._stats.next_seq)
                     idle_since = time.monotonic()
+        except Exception as err:  # a bad endpoint or a ZMQ failure: report it, never raise
+            self._update(running=False, failure=f"{type(err).__name__}: {err}")
         finally:
             sub.close(linger=0)
             if self._dealer is not None:

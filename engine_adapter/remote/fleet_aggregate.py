@@ -61,7 +61,7 @@ def aggregate(workers: Sequence[tuple[str, Snapshot]], *, seq: int, wall_time_s:
         mapping=base.mapping,
         counters=Counters(
             **{
-                f.name: sum(getattr(s.counters, f.name) for s in live)
+                f.name: _opt_sum(getattr(s.counters, f.name) for s in live)
                 for f in dataclasses.fields(Counters)
             }
         ),  # fmt: skip
@@ -145,8 +145,8 @@ def _tree(live: Sequence[Snapshot]) -> TreeStats:
         media.update(dict(s.tree.tokens_by_medium))
     depths = [s.tree.max_depth_tokens for s in live]
     return TreeStats(
-        nodes=sum(s.tree.nodes for s in live),
-        cached_tokens=sum(s.tree.cached_tokens for s in live),
+        nodes=_opt_sum(s.tree.nodes for s in live),
+        cached_tokens=_opt_sum(s.tree.cached_tokens for s in live),
         max_depth_tokens=None if None in depths else max(depths),
         leaves=_opt_sum(s.tree.leaves for s in live),
         tokens_by_medium=tuple(sorted(media.items())),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import json
+import shutil
 import socket
 import tempfile
 import time
@@ -78,6 +79,7 @@ class LoopbackServer:
         )  # fmt: skip
         source = self._publisher.describe_local_source(page_size)
         self.kv_endpoint, self.replay_endpoint = source["endpoint"], source["replay_endpoint"]
+        self._own_model_dir = model_dir is None  # a temp dir this server removes on close
         self._model_dir = Path(model_dir) if model_dir else _tiny_model_dir()
         self.server_args = ServerArgs(
             model_path=str(self._model_dir), device="cpu", skip_tokenizer_init=True,
@@ -261,6 +263,8 @@ class LoopbackServer:
         if self._publisher is not None:
             self._publisher.shutdown()
             self._publisher = None
+        if self._own_model_dir:
+            shutil.rmtree(self._model_dir, ignore_errors=True)
 
     # ---- internals ------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@
     python -m engine_adapter.remote.loopback_demo [--page-size 4] [--pool-tokens 512]
         [--prompts 12] [--seed 0] [--prompt-out prompt.json] [--ready-file F]
 
-Serves a deterministic agent-like workload (a shared system prompt, several conversations
-that grow turn by turn, one evicted burst), prints the URL and the `kvctl inspect` command,
+Serves a deterministic agent-like workload (a shared system prompt and three conversations
+that grow turn by turn), prints the URL and the `kvctl inspect` command,
 and stays up until SIGINT or SIGTERM. `--ready-file` receives the URL once it serves.
 `--prompt-out` writes a follow-up prompt of the first conversation as token ids.
 """

@@ -93,6 +93,9 @@ class RemoteEngine:
         events: bool = True,
     ) -> None:
         self.url = normalize_base_url(url)
+        for option, endpoint in (("--kv-events", kv_events), ("--kv-replay", kv_replay)):
+            if endpoint is not None and not endpoint.startswith(("tcp://", "ipc://")):
+                raise InputError(f"{option} {endpoint!r} is not a tcp://HOST:PORT endpoint")
         self._kv_events, self._kv_replay, self._topic = kv_events, kv_replay, topic
         self._timeout_s = timeout_s
         self._tolerance = tolerance or DriftTolerance()
@@ -262,6 +265,14 @@ class RemoteEngine:
             )  # fmt: skip
             if alert is not None:
                 alerts.append(alert)
+        if stats is not None and stats.failure is not None:
+            alerts.append(
+                Alert(
+                    name="kv_event_stream_failed",
+                    severity="critical",
+                    evidence=f"{stats.endpoint}: {stats.failure}; the mirror is frozen",
+                )
+            )
         if stats is not None and not stats.mirror_complete:
             alerts.append(Alert(
                 name="kv_event_batches_lost", severity="warning",

@@ -27,25 +27,25 @@ from engine_adapter.snapshot import (
     Alert,
     Counters,
     EngineInfo,
-    MappingLag,
     PoolLedger,
     RefReconciliation,
     Snapshot,
     TreeStats,
 )
 
-# Fields a remote snapshot carries as 0 only because the contract has no None for them.
+# What a remote snapshot cannot observe (all None in the snapshot), said in its notes.
 NOT_OBSERVABLE = (
     "ledger.protected_tokens / private_tokens (None): lock refs and request-private slots "
     "live inside the scheduler",
     "refs (None): per-request leases and per-node lock_ref",
     "funnel stages authorized..snapshot_current (None); executed_hits as tokens only",
-    "mapping (zeros): host-tier load-back progress is not exported",
+    "mapping (None): host-tier load-back progress is not exported",
     "counters.steps, requests_submitted, allocation_failures, locked_eviction_rejects, "
-    "admission_deferrals (zeros): SGLang 0.5.23 exports no such series",
+    "admission_deferrals, mapping stalls (None): SGLang 0.5.23 exports no such series",
 )
-TREE_NOTE = "tree.nodes counts mirrored pages (KV-event blocks), not radix nodes"
-NO_EVENTS_NOTE = "tree (zeros): no KV-event stream attached (--kv-events-config not set?)"
+NO_EVENTS_NOTE = "tree (None): no KV-event stream attached (--kv-events-config not set?)"
+# KV events name media as SGLang's StorageMedium; snapshots use the embedded engine's words.
+MEDIUM_NAMES = {"GPU": "device", "CPU_PINNED": "host", "DISK": "disk", "EXTERNAL": "external"}
 
 _POOL_GAUGES = (
     "sglang:kv_available_tokens",
@@ -68,7 +68,14 @@ def build_snapshot(
 ) -> Snapshot:
     """One connected snapshot. Raises MetricsUnavailable when the pool gauges are missing."""
     ledger = build_ledger(info, metrics)
-    tree_notes = (TREE_NOTE,) if shape is not None else (NO_EVENTS_NOTE,)
+    tree_notes = (
+        (
+            f"tree: mirrored from KV events, {shape.blocks} pages; radix node count "
+            "(tree.nodes) is not observable remotely",
+        )
+        if shape is not None
+        else (NO_EVENTS_NOTE,)
+    )
     return Snapshot(
         seq=seq,
         virtual_time_s=attached_s,  # no virtual clock remotely: seconds since attach
@@ -92,13 +99,7 @@ def build_snapshot(
             nodes_checked=None,
             per_node=False,
         ),
-        mapping=MappingLag(
-            waiting_requests=0,
-            lag_tokens=0,
-            max_wait_seconds=0.0,
-            stalls_total=0,
-            stall_seconds_total=0.0,
-        ),  # fmt: skip
+        mapping=None,  # host-tier load-back lag is not published
         counters=build_counters(metrics, stream),
         tree=_tree(shape),
         alerts=alerts,
@@ -178,18 +179,29 @@ def build_counters(metrics: MetricsReading, stream: StreamStats | None) -> Count
         offloaded_tokens=total("sglang:hicache_backup_tokens_total", {"pool": "kv"}),
         reloaded_tokens=total("sglang:load_back_tokens_total", {"pool": "kv"}),
         kv_events=stream.events_applied if stream is not None else 0,
+        **{name: None for name in _UNOBSERVED_COUNTERS},
     )
+
+
+# Counters SGLang 0.5.23 exports no series for: not observable remotely, never zero.
+_UNOBSERVED_COUNTERS = (
+    "steps", "requests_submitted", "allocation_failures", "locked_eviction_rejects",
+    "admission_deferrals", "mapping_stalls", "mapping_stall_seconds",
+)
 
 
 def _tree(shape: MirrorShape | None) -> TreeStats:
     if shape is None:
-        return TreeStats(nodes=0, cached_tokens=0)
+        return TreeStats(nodes=None, cached_tokens=None)  # no event stream: not observable
     return TreeStats(
-        nodes=shape.blocks,
+        nodes=None,  # events carry pages; radix node boundaries are not published
         cached_tokens=shape.tokens(GPU),
         max_depth_tokens=shape.max_depth_tokens if shape.depth_exact else None,
-        leaves=shape.leaves,
-        tokens_by_medium=shape.tokens_by_medium,
+        leaves=shape.leaves,  # one leaf page per leaf node
+        tokens_by_medium=tuple(
+            (MEDIUM_NAMES.get(medium, medium.lower()), tokens)
+            for medium, tokens in shape.tokens_by_medium
+        ),
     )
 
 
@@ -240,15 +252,9 @@ def disconnected_snapshot(
             nodes_checked=None,
             per_node=False,
         ),  # fmt: skip
-        mapping=MappingLag(
-            waiting_requests=0,
-            lag_tokens=0,
-            max_wait_seconds=0.0,
-            stalls_total=0,
-            stall_seconds_total=0.0,
-        ),  # fmt: skip
-        counters=Counters(),
-        tree=TreeStats(nodes=0, cached_tokens=0),
+        mapping=None,
+        counters=Counters(**{name: None for name in _UNOBSERVED_COUNTERS}),
+        tree=TreeStats(nodes=None, cached_tokens=None),
         alerts=(alert,),
         connected=False,
         notes=("never connected: every number is a placeholder, not a reading",),
