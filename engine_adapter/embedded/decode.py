@@ -9,6 +9,7 @@ without publishing them (they are re-queued and recomputed, "retraction"). Then
 
 from __future__ import annotations
 
+from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
 
 
@@ -26,7 +27,12 @@ class Decode:
         batch = st.running_batch
         if batch is None or batch.is_empty():
             return 0, 0
-        if not batch.check_decode_mem():
+        with stdout_to_stderr():
+            return self._prepare(batch)
+
+    def _prepare(self, batch) -> tuple[int, int]:
+        st = self.st
+        if not self.retention.make_room(batch.check_decode_mem):
             retracted, _ratio, aborted = batch.retract_decode()
             for req in retracted:
                 tr = st.running.pop(req.rid)
@@ -39,6 +45,7 @@ class Decode:
             for req in aborted:  # SGLang released it: not even one request fits; end it
                 tr = st.running.get(req.rid)
                 if tr is not None:
+                    st.counters.allocation_failures += 1
                     self.retention.finish(tr, released=True)
             if batch.is_empty():
                 st.running_batch = None

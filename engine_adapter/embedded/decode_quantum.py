@@ -19,6 +19,7 @@ Modeled time is charged as q decode iterations; each token's ITL is the step tim
 
 from __future__ import annotations
 
+from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
 
 
@@ -59,8 +60,12 @@ class QuantumDecode:
         sizes = self._sizes()
         allocator, tree = st.sg.allocator, st.sg.tree_cache
         need = self._need_tokens(sizes)
-        allocator.evict_to_free_tokens(tree, need)
-        if allocator.available_size() < need:
+
+        def fits() -> bool:
+            allocator.evict_to_free_tokens(tree, need)
+            return allocator.available_size() >= need
+
+        if not self.retention.make_room(fits):
             trackeds = list(st.running.values())
             order = ScheduleBatch._get_decode_retraction_order([t.req for t in trackeds])
             while order and allocator.available_size() < need:
@@ -87,7 +92,8 @@ class QuantumDecode:
             [t.req for t in members], st.sg.req_to_token_pool, allocator, tree,
             st.sg.model_config, False, SpeculativeAlgorithm.NONE,
         )
-        batch.prepare_for_extend()
+        with stdout_to_stderr():
+            batch.prepare_for_extend()
         self._batch, self._members = batch, members
         return len(members), sum(t.req.kv.kv_committed_len for t in members)
 

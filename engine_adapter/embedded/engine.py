@@ -80,6 +80,7 @@ class EmbeddedEngine:
         self._snapshots = SnapshotBuilder(self.st, self.retention)
         install_eviction_probe(sg.tree_cache, self._on_evict)
         self._started_wall = time.monotonic()
+        self._rollbacks_in_a_row = 0
 
     # ---- workload ----------------------------------------------------------------------
 
@@ -112,6 +113,7 @@ class EmbeddedEngine:
         st.finished = []
         start = st.clock_s
         self._arrivals()
+        self.retention.complete_reloads()
         if not (st.waiting or st.partial or st.running):
             if not self._jump_to_next_event():
                 return StepReport(clock_s=st.clock_s, advanced_s=0.0, prefill_tokens=0,
@@ -136,8 +138,14 @@ class EmbeddedEngine:
             self.decode.complete(decode_tokens)
         self.prefill.complete(plan, first_tokens)
         st.counters.steps += 1
-        if plan.batch is None and decode_requests == 0 and st.clock_s == start:
-            self._resolve_stall()
+        rolled_back = st.last_rollback is not None and st.last_rollback_step == st.counters.steps - 1
+        if plan.batch is None and decode_requests == 0 and st.clock_s == start and not st.finished:
+            if rolled_back and self._rollbacks_in_a_row < 3:
+                self._rollbacks_in_a_row += 1  # a failed allocation: retry next step
+            else:
+                self._resolve_stall()
+        if not rolled_back:
+            self._rollbacks_in_a_row = 0
         return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start,
                           prefill_tokens=plan.computed_tokens, decode_requests=decode_requests,
                           finished=tuple(st.finished))
@@ -213,8 +221,7 @@ class EmbeddedEngine:
         if evicted:
             st.counters.evictions += 1
             st.counters.evicted_tokens += evicted
-            if self.config.receipts:
-                st.receipt(kind="eviction", start_s=st.clock_s, end_s=st.clock_s, tokens=evicted)
+            st.receipt(kind="eviction", start_s=st.clock_s, end_s=st.clock_s, tokens=evicted)
         if evicted < requested and protected_after > 0:
             st.counters.locked_eviction_rejects += 1
 

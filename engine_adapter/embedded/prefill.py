@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine_adapter.embedded.requests import Tracked
+from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
 from engine_adapter.instrument.funnel_recorder import AdmissionFacts
 
@@ -89,6 +90,7 @@ class Prefill:
             if plan.batch is None:
                 plan.computed_tokens = 0
                 st.last_rollback = (before, state_digest(st))
+                st.last_rollback_step = st.counters.steps
             else:
                 plan.members = chosen
                 for tr, origin in zip(chosen, origins):
@@ -199,7 +201,8 @@ class Prefill:
             False, SpeculativeAlgorithm.NONE,
         )
         try:
-            batch.prepare_for_extend()
+            with stdout_to_stderr():
+                batch.prepare_for_extend()
         except RuntimeError:
             st.counters.allocation_failures += 1
             self._rollback(chosen, origins)

@@ -203,6 +203,20 @@ class Retention:
                    namespace=tr.namespace_label, request=req.rid)
         st.waiting.appendleft(tr)
 
+    def make_room(self, fits) -> bool:
+        """Free memory held on the side until `fits()`: retention leases first (oldest
+        first: a paused session yields to running work), then partially prefilled requests
+        (newest first; their published chunks stay cached). Returns `fits()`."""
+        st = self.st
+        while not fits():
+            if self.revoke_oldest_lease():
+                continue
+            if st.partial:
+                self.retract(st.partial.pop())
+                continue
+            return False
+        return True
+
     def abort(self, tr: Tracked) -> None:
         """End a request that cannot continue even alone: free its row unpublished and
         report it finished with the tokens it has (SGLang's out-of-memory abort)."""

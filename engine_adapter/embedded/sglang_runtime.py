@@ -17,8 +17,10 @@ process (tests build them sequentially).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,6 +40,23 @@ class SGLangComponents(NamedTuple):
     allocator: Any
     tree_cache: Any
     sglang_version: str
+
+
+@contextlib.contextmanager
+def stdout_to_stderr():
+    """SGLang prints its whole radix tree to fd 1 when an allocation fails (the Rust core
+    writes there directly). kvctl's stdout carries `--json` documents, so allocation calls
+    run with fd 1 pointed at stderr."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        sys.stdout.flush()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _quiet_sglang() -> None:

@@ -68,6 +68,7 @@ class EngineState:
     by_rid: dict[str, Tracked] = field(default_factory=dict)
     namespace_salt: str = ""  # per engine; see prefill.namespace_label
     last_rollback: tuple | None = None  # (digest before admission, digest after rollback)
+    last_rollback_step: int = -1
     _seq: itertools.count = field(default_factory=itertools.count)
     _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))
 
@@ -89,4 +90,6 @@ class EngineState:
         return [*self.running.values(), *self.reloading, *self.partial]
 
     def receipt(self, **fields: Any) -> None:
-        self.receipts.append(Receipt(**fields))
+        """Record a receipt when the engine was asked to (EngineConfig.receipts)."""
+        if self.config.receipts:
+            self.receipts.append(Receipt(**fields))

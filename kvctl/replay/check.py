@@ -115,7 +115,7 @@ def _check_step(engine: EmbeddedEngine, result: CheckResult) -> None:
     try:
         snap = engine.check_integrity()
     except IntegrityError as err:
-        snap = engine.snapshot()
+        snap = engine.snapshot(per_node_refs=True)
         result.violations.append(f"step {result.steps}: {err}")
     result.pool_residual_max_tokens = max(result.pool_residual_max_tokens, abs(snap.ledger.residual_tokens))
     result.delta_ref_max = max(result.delta_ref_max, snap.refs.delta_ref_max or 0,

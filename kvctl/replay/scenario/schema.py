@@ -127,7 +127,8 @@ class _At:
         self.value, self.path, self.source = value, path, source
 
     def fail(self, message: str) -> InputError:
-        return InputError(f"{self.source}: {self.path}: {message}")
+        where = f"{self.path}: " if self.path else ""
+        return InputError(f"{self.source}: {where}{message}")
 
     def child(self, key: str | int, required: bool = True, default: Any = None) -> _At:
         path = f"{self.path}[{key}]" if isinstance(key, int) else (f"{self.path}.{key}" if self.path else key)

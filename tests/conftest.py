@@ -1,0 +1,43 @@
+"""Shared fixtures for the engine tests.
+
+`sglang_ready` imports SGLang's cache modules once per session (4-10 s on 2 cores), so the
+first engine test does not carry the import in its own time. `make_engine(**overrides)`
+builds an `EmbeddedEngine` from a small default `EngineConfig`; each call publishes SGLang's
+process-wide runtime context, so a test drives one engine at a time (build, use, drop).
+Neither fixture is autouse: unit tests never import SGLang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+SMALL_ENGINE = dict(
+    pool_tokens=2048,
+    page_size=16,
+    token_budget=1024,
+    max_running_requests=16,
+    max_context_len=2048,
+)
+
+
+@pytest.fixture(scope="session")
+def sglang_ready() -> None:
+    """Import SGLang's scheduler-side cache stack once (skips the test without SGLang)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sglang")
+    import sglang.srt.managers.schedule_batch  # noqa: F401
+    import sglang.srt.mem_cache.unified_radix_cache  # noqa: F401
+
+
+@pytest.fixture
+def make_engine(sglang_ready) -> Callable[..., object]:
+    """Factory: `make_engine(**EngineConfig overrides)` -> a fresh EmbeddedEngine."""
+    from engine_adapter.embedded.config import EngineConfig
+    from engine_adapter.embedded.engine import EmbeddedEngine
+
+    def build(**overrides):
+        return EmbeddedEngine(EngineConfig(**{**SMALL_ENGINE, **overrides}))
+
+    return build
