@@ -1,0 +1,283 @@
+"""Frame update time of `kvctl monitor` with a radix tree of >= 100k nodes.
+
+The dashboard's refresh path is: a new `Snapshot` is published to the screen's reactive,
+every panel's watcher re-renders, the tree browser re-indexes the per-node read and
+re-syncs its mounted nodes, the compositor lays out and renders the changed widgets. This
+benchmark times that path end to end in a headless app (160x50) and prints median/p95/max
+against the 100 ms target, with the machine's load average (the figures scale with it).
+
+Tree source: a SYNTHETIC tuple of TreeNodeView objects (100,981 nodes: one shared
+system-prompt node with 1,020 session subtrees of 99 nodes each; `--flat` puts every node
+directly under the root instead), spliced into REAL snapshots of the embedded engine
+(coding-agents, seed 7, from step 400, advanced 5 steps per frame so every panel changes)
+with 500 synthetic request views holding paths in the tree. Driving the engine to 100k
+nodes would take minutes, and its per-node printout is the engine's cost, not the UI's.
+
+Each frame is timed in three parts: indexing the per-node read (the app's polling worker
+does this off the UI thread), the UI (publish to the reactive, watchers, layout,
+compositor, timed without the idle sleeps `pilot.pause()` adds), and encoding a full frame
+to terminal segments (headless Textual skips the write; a full frame is an upper bound of
+what it would send).
+
+Kinds of refresh, alternating between two different trees/request lists so that nothing
+is cached between frames:
+  tree    every snapshot carries a new per-node read (the worst case, ~1 per second live)
+  stats   snapshots without a per-node read (the common case: the tree is kept)
+
+    .venv/bin/python benchmarks/bench_tui.py [--frames 20] [--flat]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import gc
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TARGET_S = 0.100
+SIZE = (160, 50)
+SESSIONS = 1_020
+NODES_PER_SESSION = 99  # a chain of 33 turns, each with two short side branches
+
+
+def synthetic_tree(variant: int, *, flat: bool):
+    """>= 100k TreeNodeViews in SGLang's depth-first order. `variant` changes lock refs so
+    two trees differ in content (both are fully re-indexed anyway: new objects)."""
+    from engine_adapter.snapshot import TreeNodeView
+
+    nodes = [
+        TreeNodeView(
+            node_id=1,
+            parent_id=None,
+            depth=1,
+            tokens=3_488,
+            pages=218,
+            recorded_lock_ref=2 + variant,
+            derived_lock_ref=2 + variant,
+            holders=("r0", "r1"),
+            namespace="ns-37a8eec1ce19",
+        )
+    ]
+    next_id = 2
+    for session in range(SESSIONS):
+        parent, depth = (None, 1) if flat else (1, 2)
+        for turn in range(NODES_PER_SESSION // 3):
+            held = (f"r{session}",) if session < 500 and turn == 0 else ()
+            chain = TreeNodeView(
+                node_id=next_id,
+                parent_id=parent,
+                depth=depth,
+                tokens=640 + 16 * (turn % 7),
+                pages=40 + turn % 7,
+                recorded_lock_ref=len(held),
+                derived_lock_ref=len(held),
+                holders=held,
+                namespace="ns-37a8eec1ce19" if held else None,
+            )
+            nodes.append(chain)
+            for side in range(2):
+                nodes.append(
+                    TreeNodeView(
+                        node_id=next_id + 1 + side,
+                        parent_id=next_id,
+                        depth=depth + 1,
+                        tokens=48 + 16 * side + variant,
+                        pages=3 + side,
+                        recorded_lock_ref=0,
+                        derived_lock_ref=0,
+                        medium="host" if side else "device",
+                    )
+                )
+            parent, depth, next_id = next_id, depth + 1, next_id + 3
+    return tuple(nodes)
+
+
+def request_views(tree, frame: int):
+    """500 running requests holding paths in `tree`; their output grows frame by frame."""
+    from engine_adapter.snapshot import RequestView
+
+    held = [n for n in tree if n.holders and n.node_id != 1][:500]
+    return tuple(
+        RequestView(
+            rid=n.holders[0],
+            state="running",
+            namespace="ns-37a8eec1ce19",
+            prompt_tokens=4_000 + n.tokens,
+            output_tokens=10 + frame,
+            prefix_hit_tokens=3_488,
+            retention="retain",
+            lease_node=n.node_id,
+        )
+        for n in held
+    )
+
+
+def live_run():
+    """The real embedded engine on coding-agents, seed 7, 400 steps (SGLang import)."""
+    from engine_adapter.embedded.engine import EmbeddedEngine
+    from engine_adapter.live import LiveRun
+    from kvctl.replay.engine_setup import engine_config
+    from kvctl.replay.scenario import load_scenario
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "coding-agents.yaml"
+    defaults = dict(load_scenario(path).engine_defaults)
+    pool = defaults.pop("pool_tokens", None)
+    engine = EmbeddedEngine(engine_config(pool_tokens=pool, **defaults))
+    run = LiveRun(
+        engine,
+        lambda i: load_scenario(path, seed=7 + i),
+        pace=None,
+        tree_interval_s=1.0,
+        start_paused=True,
+    )
+    for _ in range(400):
+        run.step_once()
+    gc.freeze()  # as `kvctl monitor` does once the engine is built (kvctl/cli/monitor.py)
+    return run
+
+
+class StaticSource:
+    """A read-only SnapshotSource holding one snapshot (the benchmark publishes by hand)."""
+
+    read_only = True
+
+    def __init__(self, snapshot) -> None:
+        self._snapshot = snapshot
+
+    def snapshot(self):
+        return self._snapshot
+
+    def take_receipts(self):
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def next_snapshot(run, trees, frame: int, *, per_node: bool):
+    """Advance the real engine 5 steps and splice in the synthetic tree and requests."""
+    for _ in range(5):
+        run.step_once()
+    real = run.snapshot()
+    tree = trees[frame % 2]
+    refs = dataclasses.replace(real.refs, per_node=per_node)
+    return dataclasses.replace(
+        real, refs=refs, requests=request_views(tree, frame), tree_nodes=tree if per_node else ()
+    )
+
+
+async def measure(run, trees, *, frames: int) -> dict[str, dict[str, list[float]]]:
+    from kvctl.tui.app import make_app
+    from kvctl.tui.tree_index import index_for
+    from kvctl.tui.widgets.tree.radix_tree import RadixTreeBrowser
+
+    first = next_snapshot(run, trees, 0, per_node=True)
+    app = make_app(StaticSource(first), refresh_s=3600.0, label="bench_tui (synthetic tree)")
+    results: dict[str, dict[str, list[float]]] = {}
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        browser = app.screen.query_one(RadixTreeBrowser)
+        middle = trees[0][len(trees[0]) // 2].node_id
+        browser.jump_to(middle)  # a path opened deep in the tree, as an operator would
+        await pilot.pause()
+        for kind in ("tree", "stats"):
+            parts = results[kind] = {"index": [], "ui": [], "ui_cpu": [], "encode": [], "total": []}
+            for frame in range(1, frames + 1):
+                snapshot = next_snapshot(run, trees, frame, per_node=kind == "tree")
+                start = time.perf_counter()
+                if kind == "tree":
+                    index_for(snapshot.tree_nodes)  # done by the polling worker thread
+                indexed = time.perf_counter()
+                cpu = time.process_time()
+                app.publish(snapshot)  # watchers run here, synchronously
+                await pilot._wait_for_screen()  # messages the watchers posted (no idle sleep)
+                app.screen._on_timer_update()  # layout + compositor: the frame Textual paints
+                shown = time.perf_counter()
+                parts["ui_cpu"].append(time.process_time() - cpu)
+                await pilot.pause()  # settle (untimed) before the next frame
+                update = app.screen._compositor.render_update(full=True)
+                encode_start = time.perf_counter()
+                update.render_segments(app.console)  # what a terminal driver would write
+                encoded = time.perf_counter()
+                parts["index"].append(indexed - start)
+                parts["ui"].append(shown - indexed)
+                parts["encode"].append(encoded - encode_start)
+                parts["total"].append(
+                    (indexed - start) + (shown - indexed) + (encoded - encode_start)
+                )
+        mounted = sum(1 for _ in _walk(browser.root))
+    results["mounted"] = {"count": [mounted]}
+    return results
+
+
+def _walk(node):
+    for child in node.children:
+        yield child
+        yield from _walk(child)
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def report(name: str, parts: dict[str, list[float]]) -> None:
+    total = sorted(parts["total"])
+    p95 = total[min(len(total) - 1, int(round(0.95 * (len(total) - 1))))]
+    median = statistics.median(total)
+    print(
+        f"  {name:<6} total median {median * 1e3:6.1f} ms  p95 {p95 * 1e3:6.1f} ms  "
+        f"max {total[-1] * 1e3:6.1f} ms   median/target {median / TARGET_S:.2f}  "
+        f"{'OK' if median < TARGET_S else 'OVER'} (< {TARGET_S * 1e3:.0f} ms)"
+    )
+    print(
+        f"         of which (medians): index {_median_ms(parts['index']):5.1f} ms (worker thread), "
+        f"UI {_median_ms(parts['ui']):5.1f} ms (CPU {_median_ms(parts['ui_cpu']):5.1f} ms), "
+        f"terminal encode {_median_ms(parts['encode']):5.1f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=20)
+    parser.add_argument("--flat", action="store_true", help="every node a child of the root")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    run = live_run()
+    print(
+        f"real engine: coding-agents seed 7 from step {run.snapshot().counters.steps}, 5 steps "
+        f"per frame ({time.perf_counter() - started:.1f} s to get there incl. SGLang import)"
+    )
+    trees = [synthetic_tree(v, flat=args.flat) for v in (0, 1)]
+    shape = (
+        "flat: all under the root"
+        if args.flat
+        else f"{SESSIONS:,} session subtrees under one prefix"
+    )
+    print(
+        f"tree: SYNTHETIC tuple of {len(trees[0]):,} TreeNodeView objects ({shape}), two "
+        f"variants alternating; 500 synthetic request views"
+    )
+    if len(trees[0]) < 100_000:
+        sys.exit("tree too small for the benchmark")
+    load = os.getloadavg()[0]
+    results = asyncio.run(measure(run, trees, frames=args.frames))
+    run.close()
+    print(
+        f"frame update, snapshot -> rendered {SIZE[0]}x{SIZE[1]} frame -> terminal bytes, "
+        f"{args.frames} frames each, {results['mounted']['count'][0]} tree nodes mounted, "
+        f"load average {load:.1f} on {os.cpu_count()} CPUs:"
+    )
+    report("tree", results["tree"])
+    report("stats", results["stats"])
+
+
+if __name__ == "__main__":
+    main()

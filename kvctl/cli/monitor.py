@@ -1,0 +1,131 @@
+"""Watch a KV cache live in a terminal UI: pool, prefix reuse, integrity, radix tree, requests.
+
+`kvctl monitor` with no source runs the shipped coding-agents scenario on the embedded
+engine (SGLang's real radix cache, on CPU), live. `--scenario FILE` or `--trace FILE` runs
+another workload; `--url URL` attaches read-only to a running SGLang server. Keys: `?` help,
+`p` pause, `/` filter the tree, `f` flush (embedded only, asks first), `q` quit.
+`--json` prints one snapshot instead of starting the UI.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvctl.errors import InputError, RuntimeFailure
+
+Opt = typer.Option
+
+
+def monitor_command(
+    scenario: Annotated[
+        Optional[Path],
+        Opt(
+            "--scenario",
+            help="Scenario YAML to run live on the embedded engine (loops with the "
+            "next seed). Default: examples/scenarios/coding-agents.yaml.",
+        ),
+    ] = None,
+    trace: Annotated[
+        Optional[Path],
+        Opt("--trace", help="Trace file to replay live on the embedded engine (once)."),
+    ] = None,
+    url: Annotated[
+        Optional[str],
+        Opt("--url", help="Attach read-only to a running SGLang server, http://HOST:PORT."),
+    ] = None,
+    kv_events: Annotated[
+        Optional[str],
+        Opt(
+            "--kv-events",
+            help="With --url: KV-event publisher tcp://HOST:PORT (default: the one "
+            "the server reports).",
+        ),
+    ] = None,
+    refresh: Annotated[float, Opt(help="Seconds between screen refreshes.")] = 0.5,
+    pace: Annotated[
+        float, Opt(help="Virtual seconds per wall second; 0 runs as fast as the CPU allows.")
+    ] = 1.0,
+    seed: Annotated[Optional[int], Opt(help="Workload seed (default: the scenario's).")] = None,
+    pool_tokens: Annotated[
+        Optional[int], Opt(help="KV pool size in tokens (default: the workload's).")
+    ] = None,
+    json_out: Annotated[
+        bool, Opt("--json", help="Print one snapshot as JSON after one refresh interval; no UI.")
+    ] = False,
+) -> None:
+    if sum(x is not None for x in (scenario, trace, url)) > 1:
+        raise InputError("give at most one of --scenario FILE, --trace FILE, --url URL")
+    if refresh <= 0:
+        raise InputError(f"--refresh {refresh} must be > 0 seconds")
+    if pace < 0:
+        raise InputError(f"--pace {pace} must be >= 0")
+    if pool_tokens is not None and pool_tokens <= 0:
+        raise InputError(f"--pool-tokens {pool_tokens} must be > 0")
+    if kv_events is not None and url is None:
+        raise InputError("--kv-events only applies with --url")
+    if url is not None and (seed is not None or pool_tokens is not None):
+        raise InputError("--seed and --pool-tokens apply to embedded workloads, not --url")
+
+    from kvctl.tui import sources
+
+    # the live run publishes one snapshot per refresh; the app reads twice per refresh
+    common = dict(
+        seed=seed, pace=pace or None, pool_tokens=pool_tokens, snapshot_interval_s=refresh
+    )
+    if url is not None:
+        plan = sources.remote_source(url, kv_events=kv_events)
+    elif trace is not None:
+        plan = sources.trace_source(trace, **common)
+    else:
+        plan = sources.scenario_source(scenario or sources.DEFAULT_SCENARIO, **common)
+
+    if json_out:
+        _print_one_snapshot(plan, wait_s=refresh)
+        return
+    if not (sys.stdin.isatty() and sys.__stderr__.isatty()):
+        raise InputError("kvctl monitor needs a terminal; use --json for one snapshot")
+
+    from kvctl.tui.app import make_app
+
+    app = make_app(_frozen_after(plan.build), refresh_s=refresh, label=plan.label)
+    app.run()
+    if app.failure:
+        raise RuntimeFailure(app.failure)
+
+
+def _frozen_after(build):
+    """`build`, then gc.freeze(): SGLang and torch leave millions of long-lived objects, and
+    a full GC pass over them took ~330 ms (benchmarks/bench_tui.py), a visible UI stall.
+    Frozen once, they are skipped; everything allocated later (snapshots, trees) is still
+    collected. Only for the UI process, which owns its heap."""
+
+    def build_and_freeze():
+        source = build()
+        gc.freeze()
+        return source
+
+    return build_and_freeze
+
+
+def _print_one_snapshot(plan, *, wait_s: float) -> None:
+    from kvctl.cli.output import print_json
+
+    try:
+        source = plan.build()
+    except ModuleNotFoundError as err:
+        raise RuntimeFailure(f"cannot build the engine: {err}") from None
+    try:
+        time.sleep(wait_s)
+        snapshot = source.snapshot()
+        error = getattr(source, "error", None)
+    finally:
+        source.close()
+    if error:
+        raise RuntimeFailure(f"the workload stopped: {error}")
+    print_json({"source": plan.label, "read_only": plan.read_only, "snapshot": snapshot})

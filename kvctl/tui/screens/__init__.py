@@ -1,0 +1,1 @@
+"""Screens: the dashboard, the help overlay and the flush confirmation."""

@@ -1,0 +1,1 @@
+"""requests widgets."""

@@ -1,0 +1,68 @@
+"""The top line: what is being watched, the modeled clock, and whether it is live.
+
+Only snapshot fields and the run state appear here, no wall-clock text, so a paused run
+renders the same every time (the snapshot tests rely on it).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+
+from engine_adapter.snapshot import Snapshot
+from kvctl.tui import format as fmt
+from kvctl.tui.widgets.common.snapshot_widgets import SnapshotStatic
+
+RUN_STATES = {
+    "starting": ("◌ starting the engine (SGLang import: seconds)", "yellow"),
+    "live": ("● live", "bold green"),
+    "paused": ("❚❚ paused", "bold yellow"),
+    "finished": ("■ workload finished", "bold cyan"),
+    "read-only": ("● live, read-only", "bold green"),
+    "failed": ("✖ failed", "bold red"),
+}
+
+
+def status_text(snapshot: Snapshot | None, *, label: str, run_state: str) -> Text:
+    """Label │ clock │ run state │ engine (last: the least needed part truncates first)."""
+    text = Text.assemble((" kvctl monitor ", "bold reverse"), " ", (label, "bold"))
+    engine = ""
+    if snapshot is not None:
+        info = snapshot.info
+        if fmt.is_remote(snapshot):
+            clock = f"attached {snapshot.virtual_time_s:.1f} s · read {snapshot.seq:,}"
+        else:
+            steps = snapshot.counters.steps
+            clock = f"t {snapshot.virtual_time_s:.2f} s modeled" + (
+                f" · step {steps:,}" if steps is not None else ""
+            )
+        text.append(" │ ", style="dim").append(clock)
+        if not snapshot.connected:
+            run_state = "disconnected"
+        engine = (
+            f"{info.engine} · {info.tree_core} core · {info.eviction_policy} · page "
+            f"{info.page_size} · SGLang {info.sglang_version}"
+        )
+        if info.model:
+            engine += f" · {info.model}"
+    words, style = RUN_STATES.get(run_state, ("✖ disconnected, last good numbers", "bold red"))
+    text.append(" │ ", style="dim").append(words, style=style)
+    if engine:
+        text.append(" │ ", style="dim").append(engine, style="dim")
+    text.no_wrap, text.overflow = True, "ellipsis"
+    return text
+
+
+class StatusBar(SnapshotStatic):
+    DEFAULT_CSS = "StatusBar { height: 1; background: $panel; }"
+    run_state: reactive[str] = reactive("starting", repaint=False)
+
+    def __init__(self, label: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.label = label
+
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        self.update(status_text(snapshot, label=self.label, run_state=self.run_state), layout=False)
+
+    def watch_run_state(self, run_state: str) -> None:
+        self.update(status_text(self.snapshot, label=self.label, run_state=run_state), layout=False)

@@ -1,0 +1,217 @@
+"""The radix tree browser: a Textual `Tree` over a `TreeIndex`, expanded lazily.
+
+Only children of expanded nodes are mounted, at most CHILD_LIMIT per parent (largest
+first, then a "… N more" leaf), so a 100k-node tree mounts a few hundred widgets' worth of
+lines. A new per-node read re-syncs only the mounted part: labels change in place, a child
+list is rebuilt only when its membership changed, and expansion survives across reads.
+
+    _expanded  node ids whose children are mounted (ROOT included)
+    _keep      the filter's matches plus their ancestors (None: no filter)
+    _matches   the filter's matches (their own children are not filtered)
+    _pinned    the path of the last jump (shown even beyond CHILD_LIMIT)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from rich.text import Text
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from kvctl.tui import format as fmt
+from kvctl.tui.tree_index import ROOT, TreeIndex
+from kvctl.tui.widgets.tree.node_label import label_key, node_label
+
+CHILD_LIMIT = 200
+FILTER_LIMIT = 200
+
+
+class NodeRow(NamedTuple):
+    node_id: int
+    key: tuple  # label_key() of what the label shows now
+
+
+class MoreChildren(NamedTuple):
+    parent_id: int | None
+    hidden: int
+
+
+class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("radix tree: no per-node read yet", data=None, **kwargs)
+        self.index: TreeIndex | None = None
+        self.read_at_step: int | None = None
+        self.query_text = ""
+        self.match_count = 0
+        self._expanded: set[int | None] = {ROOT}
+        self._saved_expanded: set[int | None] | None = None
+        self._keep: set[int] | None = None
+        self._matches: set[int] = set()
+        self._pinned: set[int] = set()
+        self._opened_prefix = False
+        self.root.expand()
+
+    # ---- inputs ----------------------------------------------------------------------------
+
+    def show_index(self, index: TreeIndex, *, read_at_step: int | None) -> None:
+        """Display a new per-node read, keeping expansion, filter and cursor where possible."""
+        if not self._opened_prefix and index.child_count(ROOT) == 1:
+            # open the shared prefix once, on the first read that has one; later the
+            # operator's own expand/collapse decides
+            self._expanded.add(index.children(ROOT, limit=1).shown[0].node_id)
+            self._opened_prefix = True
+        self.index, self.read_at_step = index, read_at_step
+        if self.query_text:
+            self._compute_filter()
+        self._expanded = {n for n in self._expanded if n is ROOT or n in index.by_id}
+        self._sync_all()
+
+    def apply_filter(self, query: str) -> int:
+        """Show only nodes matching `query` and the paths to them; "" restores the full view.
+        Returns the number of matches (capped at FILTER_LIMIT)."""
+        query = query.strip()
+        if query and not self.query_text:
+            self._saved_expanded = set(self._expanded)
+        if not query and self.query_text and self._saved_expanded is not None:
+            self._expanded, self._saved_expanded = self._saved_expanded, None
+        self.query_text = query
+        if query:
+            self._compute_filter()
+        else:
+            self._keep, self._matches, self.match_count = None, set(), 0
+        self._sync_all()
+        return self.match_count
+
+    def jump_to(self, node_id: int) -> TreeNode | None:
+        """Expand the path to `node_id` and put the cursor on it; None if it is not in the
+        last per-node read."""
+        if self.index is None or node_id not in self.index.by_id:
+            return None
+        path = self.index.path(node_id)
+        self._pinned = set(path)
+        self._expanded |= {ROOT, *path[:-1]}
+        if self._keep is not None:
+            self._keep |= set(path)
+        self._sync_all()
+        target = self.find(node_id)
+        if target is not None:
+            self.call_after_refresh(self.move_cursor, target)
+        return target
+
+    def find(self, node_id: int) -> TreeNode | None:
+        """The mounted tree node showing `node_id`, if any."""
+        if self.index is None:
+            return None
+        current = self.root
+        for step in self.index.path(node_id):
+            current = next(
+                (
+                    c
+                    for c in current.children
+                    if isinstance(c.data, NodeRow) and c.data.node_id == step
+                ),
+                None,
+            )
+            if current is None:
+                return None
+        return current
+
+    # ---- expansion events ------------------------------------------------------------------
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
+        node_id = _node_id(event.node)
+        if node_id in self._expanded or isinstance(event.node.data, MoreChildren):
+            return
+        self._expanded.add(node_id)
+        if self.index is not None:
+            self._sync(event.node, node_id)
+
+    def on_tree_node_collapsed(self, event: Tree.NodeCollapsed) -> None:
+        node_id = _node_id(event.node)
+        self._expanded.discard(node_id)
+        event.node.remove_children()
+
+    # ---- sync --------------------------------------------------------------------------------
+
+    def _compute_filter(self) -> None:
+        matches = self.index.matches(self.query_text, limit=FILTER_LIMIT) if self.index else []
+        self._matches = set(matches)
+        self.match_count = len(matches)
+        self._keep = self.index.keep_for(matches) if self.index else set()
+        parents = {self.index.by_id[n].parent_id for n in self._keep} if self.index else set()
+        self._expanded = {ROOT} | parents
+
+    def _sync_all(self) -> None:
+        self.root.set_label(self._root_label())
+        if self.index is not None:
+            self._sync(self.root, ROOT)
+
+    def _root_label(self) -> Text:
+        if self.index is None:
+            return Text("radix tree: no per-node read yet", style="dim")
+        label = Text.assemble(
+            ("root", "bold"), f"  {len(self.index):,} nodes",
+            (f"  per-node read at step {fmt.count(self.read_at_step)}", "dim"),
+        )  # fmt: skip
+        if self.query_text:
+            capped = "+" if self.match_count >= FILTER_LIMIT else ""
+            label.append(
+                f"  filter '{self.query_text}': {self.match_count}{capped} matches",
+                style="bold yellow",
+            )
+        return label
+
+    def _sync(self, tree_node: TreeNode, node_id: int | None) -> None:
+        index = self.index
+        if node_id not in self._expanded:
+            if tree_node.children:
+                tree_node.remove_children()
+            return
+        keep = None if node_id in self._matches else self._keep
+        page = index.children(node_id, limit=CHILD_LIMIT, keep=keep, pinned=self._pinned)
+        wanted = [view.node_id for view in page.shown]
+        mounted = [c.data.node_id for c in tree_node.children if isinstance(c.data, NodeRow)]
+        if wanted != mounted:
+            tree_node.remove_children()
+            for view in page.shown:
+                children = index.child_count(view.node_id)
+                tree_node.add(
+                    node_label(view, children),
+                    data=NodeRow(view.node_id, label_key(view, children)),
+                    expand=view.node_id in self._expanded,
+                    allow_expand=children > 0,
+                )
+        else:
+            for child, view in zip(tree_node.children, page.shown):
+                children = index.child_count(view.node_id)
+                key = label_key(view, children)
+                if child.data.key != key:
+                    child.data = NodeRow(view.node_id, key)
+                    child.set_label(node_label(view, children))
+                    child.allow_expand = children > 0
+        self._sync_more(tree_node, node_id, page.hidden)
+        if not tree_node.is_expanded:
+            tree_node.expand()
+        for child in tree_node.children:
+            if isinstance(child.data, NodeRow) and (
+                child.data.node_id in self._expanded or child.children
+            ):
+                self._sync(child, child.data.node_id)
+
+    def _sync_more(self, tree_node: TreeNode, node_id: int | None, hidden: int) -> None:
+        last = tree_node.children[-1] if tree_node.children else None
+        marker = last if last is not None and isinstance(last.data, MoreChildren) else None
+        if marker is not None and (not hidden or marker.data.hidden != hidden):
+            marker.remove()
+            marker = None
+        if hidden and marker is None:
+            text = Text(
+                f"… {hidden:,} more (largest {CHILD_LIMIT} shown; / to filter)", style="dim italic"
+            )
+            tree_node.add_leaf(text, data=MoreChildren(node_id, hidden))
+
+
+def _node_id(tree_node: TreeNode) -> int | None:
+    data = tree_node.data
+    return data.node_id if isinstance(data, NodeRow) else ROOT

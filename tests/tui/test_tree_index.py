@@ -1,0 +1,112 @@
+"""TreeIndex: the lazy tree browser's lookups over one per-node read (pure, no Textual)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_adapter.snapshot import TreeNodeView
+from kvctl.tui.tree_index import ROOT, TreeIndex
+
+pytestmark = pytest.mark.tui
+
+
+def node(node_id, parent, depth, tokens, holders=(), namespace=None, medium="device"):
+    return TreeNodeView(
+        node_id=node_id,
+        parent_id=parent,
+        depth=depth,
+        tokens=tokens,
+        pages=-(-tokens // 16),
+        recorded_lock_ref=len(holders),
+        derived_lock_ref=len(holders),
+        holders=tuple(holders),
+        namespace=namespace,
+        medium=medium,
+    )
+
+
+# root ── #3 (320) ─┬─ #2 (64, held by r1) ── #7 (16, held by r1)
+#                   ├─ #4 (128, held by r2)
+#                   └─ #5 (128)
+# root ── #9 (32, host)
+NODES = (
+    node(3, ROOT, 1, 320, holders=("r1", "r2"), namespace="ns-aaaa"),
+    node(2, 3, 2, 64, holders=("r1",), namespace="ns-aaaa"),
+    node(7, 2, 3, 16, holders=("r1",), namespace="ns-aaaa"),
+    node(4, 3, 2, 128, holders=("r2",), namespace="ns-bbbb"),
+    node(5, 3, 2, 128),
+    node(9, ROOT, 1, 32, medium="host"),
+)
+
+
+def test_children_largest_first_ties_by_id():
+    """Children come largest first; equal sizes in node-id order."""
+    page = TreeIndex(NODES).children(3, limit=10)
+    assert [n.node_id for n in page.shown] == [4, 5, 2]
+    assert page.hidden == 0
+
+
+def test_children_limit_counts_hidden():
+    """Beyond the limit, children are counted as hidden, not mounted."""
+    page = TreeIndex(NODES).children(3, limit=2)
+    assert [n.node_id for n in page.shown] == [4, 5]
+    assert page.hidden == 1
+
+
+def test_pinned_child_shown_beyond_limit():
+    """A pinned node (the path of a jump) is shown even when the limit would hide it."""
+    page = TreeIndex(NODES).children(3, limit=1, pinned={2})
+    assert [n.node_id for n in page.shown] == [4, 2]
+    assert page.hidden == 1
+
+
+def test_keep_restricts_children():
+    """With `keep`, only kept ids are eligible."""
+    page = TreeIndex(NODES).children(3, limit=10, keep={2, 7})
+    assert [n.node_id for n in page.shown] == [2]
+
+
+def test_path_and_prefix_tokens():
+    """path() runs root-child first to the node; path_tokens sums their tokens."""
+    index = TreeIndex(NODES)
+    assert index.path(7) == [3, 2, 7]
+    assert index.path_tokens(7) == 320 + 64 + 16
+    assert index.path(99) == []
+
+
+def test_matches_node_id():
+    """`#4` and `4` both find node 4; an unknown id finds nothing."""
+    index = TreeIndex(NODES)
+    assert index.matches("#4", limit=10) == [4]
+    assert index.matches("4", limit=10) == [4]
+    assert index.matches("#40", limit=10) == []
+
+
+def test_matches_holder_namespace_and_medium():
+    """Text matches holders, namespaces and media, case-insensitively, in tree order."""
+    index = TreeIndex(NODES)
+    assert index.matches("R1", limit=10) == [3, 2, 7]
+    assert index.matches("ns-bb", limit=10) == [4]
+    assert index.matches("host", limit=10) == [9]
+    assert index.matches("r1", limit=2) == [3, 2]
+
+
+def test_keep_for_adds_ancestors():
+    """A filtered view keeps each match and every ancestor on the way to it."""
+    assert TreeIndex(NODES).keep_for([7, 9]) == {3, 2, 7, 9}
+
+
+def test_node_held_by_is_deepest():
+    """The node a request holds is the deepest one listing it as a holder."""
+    index = TreeIndex(NODES)
+    assert index.node_held_by("r1") == 7
+    assert index.node_held_by("r2") == 4
+    assert index.node_held_by("nobody") is None
+
+
+def test_child_count():
+    """child_count counts every child, shown or not; ROOT has the top-level nodes."""
+    index = TreeIndex(NODES)
+    assert index.child_count(ROOT) == 2
+    assert index.child_count(3) == 3
+    assert index.child_count(7) == 0
