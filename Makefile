@@ -25,7 +25,7 @@ $(STAMP): $(REQS)
 	@touch $(STAMP)
 
 demo: setup
-	$(BIN)/kvctl size --model Llama-3.1-70B --gpu H100-SXM --gpus 8 --tp 8 --context 8192,32768,131072
+	$(BIN)/kvctl replay examples/scenarios/coding-agents.yaml --limit 3
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -66,6 +66,10 @@ class EngineConfig:
     cost: CostParams = field(default_factory=CostParams)
     seed: int = 0
     enable_kv_events: bool = False
+    # SGLang's staged-free allocator mode (its PD-disaggregation setting): frees are staged
+    # and merged when an allocation runs short instead of re-concatenating the whole free
+    # list on every free. Only page ids' order differs. None: on for pools over 1M tokens.
+    allocator_need_sort: bool | None = None
     decode_quantum: int = 1  # tokens per request per decode step; >1 only for long replays
     instrument: bool = True  # content oracle + counterfactual funnel; off only to measure its cost
     # Salt of the namespace labels (and SGLang cache_salt); None: random per engine, so
@@ -82,6 +86,11 @@ class EngineConfig:
         if self.eviction_policy == "tlru":
             return {"threshold": 2048, "next_prompt_estimate": 512}
         return None
+
+    def need_sort(self) -> bool:
+        if self.allocator_need_sort is not None:
+            return self.allocator_need_sort
+        return self.pool_tokens > 1_000_000
 
     def validate(self) -> None:
         """Raise InputError naming the first impossible setting."""

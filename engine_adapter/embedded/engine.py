@@ -48,6 +48,8 @@ class StepReport:
     prefill_tokens: int
     decode_requests: int
     finished: tuple[FinishedRecord, ...]
+    free_tokens: int = 0  # allocator free slots after the step
+    evictable_tokens: int = 0  # tree evictable tokens after the step
     idle: bool = False
 
 
@@ -117,7 +119,9 @@ class EmbeddedEngine:
         if not (st.waiting or st.partial or st.running):
             if not self._jump_to_next_event():
                 return StepReport(clock_s=st.clock_s, advanced_s=0.0, prefill_tokens=0,
-                                  decode_requests=0, finished=(), idle=True)
+                                  decode_requests=0, finished=(), idle=True,
+                                  free_tokens=st.sg.allocator.available_size(),
+                                  evictable_tokens=st.sg.tree_cache.evictable_size())
             self._arrivals()
         decoding = len(st.running)
         plan = self.prefill.schedule(
@@ -148,7 +152,9 @@ class EmbeddedEngine:
             self._rollbacks_in_a_row = 0
         return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start,
                           prefill_tokens=plan.computed_tokens, decode_requests=decode_requests,
-                          finished=tuple(st.finished))
+                          finished=tuple(st.finished),
+                          free_tokens=st.sg.allocator.available_size(),
+                          evictable_tokens=st.sg.tree_cache.evictable_size())
 
     def run_until_idle(self, max_steps: int | None = None) -> list[FinishedRecord]:
         """Step until no work is left (or `max_steps`); returns every finished record."""
@@ -241,9 +247,10 @@ class EmbeddedEngine:
 
     # ---- reads -------------------------------------------------------------------------
 
-    def snapshot(self, *, per_node_refs: bool = False) -> Snapshot:
-        """One consistent read. per_node_refs: also read SGLang's per-node lock refs (slow)."""
-        return self._snapshots.build(per_node_refs=per_node_refs,
+    def snapshot(self, *, per_node_refs: bool = False, requests: bool = True) -> Snapshot:
+        """One consistent read. per_node_refs: also read SGLang's per-node lock refs (slow);
+        requests: include the per-request views (up to 500)."""
+        return self._snapshots.build(per_node_refs=per_node_refs, requests=requests,
                                      wall_s=time.monotonic() - self._started_wall)
 
     def check_integrity(self) -> Snapshot:

@@ -57,6 +57,7 @@ class FaultInjector:
         return False
 
     def _alloc_fail(self) -> bool:
+        self.st.digest_admissions = True  # prove the rollback restores the digest
         allocator = self.st.sg.allocator
         original = allocator.alloc_extend
 

@@ -57,7 +57,7 @@ class Prefill:
         st = self.st
         plan = PrefillPlan()
         page = st.config.page_size
-        before = state_digest(st)
+        before = state_digest(st) if st.digest_admissions else None
         chosen: list[Tracked] = []
         origins: list[str] = []
         # Partially prefilled requests (chunk continuations, completed reloads) first.
@@ -89,7 +89,7 @@ class Prefill:
             plan.batch = self._allocate(chosen, origins)
             if plan.batch is None:
                 plan.computed_tokens = 0
-                st.last_rollback = (before, state_digest(st))
+                st.last_rollback = (before, state_digest(st) if st.digest_admissions else None)
                 st.last_rollback_step = st.counters.steps
             else:
                 plan.members = chosen

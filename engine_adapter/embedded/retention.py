@@ -85,9 +85,9 @@ class Retention:
                 output_ids=outputs,
                 prompt_tokens=len(spec.tokens),
                 hit_tokens=tr.hit_tokens,
-                ttft_s=(tr.first_token_s or st.clock_s) - spec.arrival_s,
+                ttft_s=_or_now(tr.first_token_s, st.clock_s) - spec.arrival_s,
                 itl_s=tuple(tr.itl),
-                queue_s=(tr.admitted_s or st.clock_s) - spec.arrival_s,
+                queue_s=_or_now(tr.admitted_s, st.clock_s) - spec.arrival_s,
             )
         )
         st.by_rid.pop(req.rid, None)
@@ -285,6 +285,10 @@ class Retention:
             tr.funnel_done = True
             tr.hit_tokens = tr.facts.s_runtime
             self.st.funnel.record(tr.facts)
+
+
+def _or_now(time_s: float | None, now: float) -> float:
+    return now if time_s is None else time_s
 
 
 def _replace(facts, **changes):

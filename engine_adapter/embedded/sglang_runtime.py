@@ -131,7 +131,7 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         dtype=torch.float32,
         device="cpu",
         kvcache=kv_pool,
-        need_sort=False,
+        need_sort=config.need_sort(),
     )
     params = CacheInitParams(
         disable=False,

@@ -43,7 +43,7 @@ class SnapshotBuilder:
         held += [(f"session:{s}", lease.node_id) for s, lease in st.leases.items()]
         return held
 
-    def build(self, *, per_node_refs: bool, wall_s: float) -> Snapshot:
+    def build(self, *, per_node_refs: bool, wall_s: float, requests: bool = True) -> Snapshot:
         st = self.st
         sg = st.sg
         live = st.live_tracked()
@@ -78,7 +78,7 @@ class SnapshotBuilder:
             counters=frozen,
             tree=self._tree_stats(dumped, ledger),
             alerts=alerts,
-            requests=self._request_views(),
+            requests=self._request_views() if requests else (),
             tree_nodes=self._tree_nodes(dumped, leases),
         )
 

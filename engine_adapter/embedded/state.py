@@ -69,6 +69,7 @@ class EngineState:
     namespace_salt: str = ""  # per engine; see prefill.namespace_label
     last_rollback: tuple | None = None  # (digest before admission, digest after rollback)
     last_rollback_step: int = -1
+    digest_admissions: bool = False  # keep a state digest around admissions (fault checks)
     _seq: itertools.count = field(default_factory=itertools.count)
     _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))
 

@@ -45,6 +45,20 @@ class Deployment:
             host_link_bandwidth=gpu.host_link_bytes_per_s * self.tp,
         )
 
+    def pool_tokens(self, page_size: int) -> int:
+        """The KV pool per rank, in tokens, that `kvctl size` computes for this deployment
+        (seed 003 eq. (3)-(5) with kvctl's default runtime reserve)."""
+        from kvctl.sizing.size_report import SizeRequest, build_size_report, default_contexts
+
+        model = resolve_model(self.model)
+        report = build_size_report(SizeRequest(
+            model=model, gpu=resolve_gpu(self.gpu), contexts=default_contexts(model),
+            tp=self.tp, page_size=page_size,
+        ))
+        if report.pool_tokens_per_rank <= 0:
+            raise InputError(f"{self.model} leaves no KV pool on {self.gpu} x TP{self.tp}")
+        return report.pool_tokens_per_rank
+
     def pool_tokens_for_bytes(self, pool_bytes: float) -> int:
         """Tokens a pool of `pool_bytes` (whole deployment) holds for this model."""
         per_token = resolve_model(self.model).model_bytes_per_token()

@@ -1,0 +1,293 @@
+"""Replay a Mooncake trace or a scenario through SGLang's real radix cache; sweep policies.
+
+The command parses options into `ReplaySettings`, validates everything (trace lines,
+policies, pool size) before an engine exists, runs the replay (a Rich progress bar on a
+TTY, never under --json), then prints the report (Rich tables, or --json) and, with
+--out DIR, writes report.json, timeline.csv and PNG plots atomically. With --sweep it runs
+the grid, each run in its own process with --parallel N, and prints one ranked table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from engine_adapter.embedded.config import EVICTION_POLICIES
+from kvctl.replay.engine_setup import DEFAULT_GPU, DEFAULT_MODEL, Deployment
+from kvctl.replay.runner import RETENTION_CHOICES, ReplaySettings
+
+Opt = typer.Option
+
+
+def replay_command(
+    workload: Annotated[Path, typer.Argument(
+        metavar="TRACE_OR_SCENARIO", help="Mooncake JSONL trace (.jsonl) or scenario (.yaml).")],
+    pool_tokens: Annotated[Optional[int], Opt(help=(
+        "KV pool in tokens; 0 = unbounded (the workload's total demand)."))] = None,
+    pool_gb: Annotated[Optional[float], Opt(help=(
+        "KV pool in GB (10^9 bytes) of --model's KV."))] = None,
+    model: Annotated[str, Opt(help=(
+        "Modeled model (preset or config.json): bytes per token, cost model, and the pool "
+        "when no --pool-* is given."))] = DEFAULT_MODEL,
+    gpu: Annotated[str, Opt(help="Modeled GPU preset.")] = DEFAULT_GPU,
+    tp: Annotated[int, Opt(help="Tensor-parallel degree of the modeled deployment.")] = 1,
+    page_size: Annotated[Optional[int], Opt(help="Tokens per page (default 16).")] = None,
+    eviction: Annotated[Optional[str], Opt(help=(
+        f"SGLang eviction policy: {', '.join(EVICTION_POLICIES)} (default lru)."))] = None,
+    tree_core: Annotated[str, Opt(help="SGLang radix tree core: rust or python.")] = "rust",
+    retention: Annotated[Optional[str], Opt(help=(
+        f"{' | '.join(RETENTION_CHOICES)}: K/V of a session waiting on a tool; auto = per tool "
+        "by seed 003's break-even. No effect on Mooncake traces (no sessions)."))] = None,
+    tau_high: Annotated[Optional[float], Opt(help=(
+        "Admission ceiling on U_KV (default 0.95)."))] = None,
+    token_budget: Annotated[Optional[int], Opt(help="Tokens per step (chunked prefill).")] = None,
+    max_running: Annotated[Optional[int], Opt(help="Max running requests.")] = None,
+    decode_quantum: Annotated[Optional[int], Opt(help=(
+        "Decode Q tokens per request per step (default 1, SGLang's per-token decode path); "
+        "larger is faster for long traces, with coarser timing."))] = None,
+    limit: Annotated[Optional[int], Opt(help="Replay only the first N requests.")] = None,
+    seed: Annotated[Optional[int], Opt(help=(
+        "Seed (default: a scenario's own, else 0); same seed, same report."))] = None,
+    sweep: Annotated[Optional[list[str]], Opt(help=(
+        "KEY=V1,V2 grid axis, repeatable; keys: eviction, pool-tokens, pool-gb, page-size, "
+        "retention, tau-high, tree-core, token-budget, max-running, decode-quantum."))] = None,
+    parallel: Annotated[int, Opt(help="Sweep runs in parallel processes.")] = 1,
+    out: Annotated[Optional[Path], Opt(help=(
+        "Write report.json, timeline.csv and PNG plots here."))] = None,
+    json_output: Annotated[bool, Opt("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Build settings, validate, run, render. InputError (exit 2) before running on bad input."""
+    base = ReplaySettings(
+        workload=str(workload), deployment=Deployment(model=model, gpu=gpu, tp=tp),
+        pool_tokens=pool_tokens, pool_gb=pool_gb, page_size=page_size, eviction_policy=eviction,
+        tree_core=tree_core, retention=retention, tau_high=tau_high, token_budget=token_budget,
+        max_running_requests=max_running, decode_quantum=decode_quantum, limit=limit, seed=seed,
+    )
+    if sweep:
+        _sweep(base, sweep, parallel, out, json_output)
+    else:
+        _single(base, out, json_output)
+
+
+def _single(settings: ReplaySettings, out: Path | None, json_output: bool) -> None:
+    from kvctl.cli.output import console, print_json
+    from kvctl.replay.plots import write_outputs
+    from kvctl.replay.runner import prepare, run
+
+    prepared = prepare(settings)
+    with _ProgressBar(not json_output, "replay") as bar:
+        result = run(prepared, on_progress=bar.replay if bar.enabled else None)
+    document = result.report.to_dict()
+    if out is not None:
+        write_outputs(out, document, result.timeline, prepared.driver.name)
+    if json_output:
+        print_json(document)
+    else:
+        console().print(render_report(document))
+        if out is not None:
+            console().print(f"[dim]wrote {out}/report.json, timeline.csv, utilization.png, "
+                            "hit_rate.png[/]")
+
+
+def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | None,
+           json_output: bool) -> None:
+    from kvctl.cli.output import console, print_json
+    from kvctl.replay import sweep as sweeps
+    from kvctl.replay.plots import plot_hit_rate_vs_pool, write_outputs
+    from kvctl.util.atomic import write_json
+
+    axes = sweeps.parse_sweeps(options)
+    runs = sweeps.grid(base, axes)
+    sweeps.validate(runs)
+    done: list[int] = []
+    with _ProgressBar(not json_output, "sweep runs", total=len(runs)) as bar:
+
+        def on_done(index: int, _result) -> None:
+            done.append(index)
+            bar.runs_done(len(done))
+
+        results = sweeps.run_sweep(runs, parallel=parallel, on_done=on_done)
+    rows = sweeps.rank(runs, results)
+    document = sweeps.sweep_document(axes, rows, results)
+    if out is not None:
+        title = Path(base.workload).name
+        for settings, result in zip(runs, results):
+            write_outputs(out / sweeps.slug(settings.label), result.report.to_dict(),
+                          result.timeline, f"{title} ({settings.label})")
+        points = sweeps.hit_vs_pool_points(rows)
+        if points:
+            plot_hit_rate_vs_pool(points, out / "hit_rate_vs_pool.png", title)
+        write_json(out / "sweep.json", document)
+    if json_output:
+        print_json(document)
+    else:
+        console().print(_sweep_table(rows, Path(base.workload).name))
+        if out is not None:
+            console().print(f"[dim]wrote {out}/sweep.json and one folder per run[/]")
+
+
+# ----- progress (TTY only) --------------------------------------------------------------
+
+
+class _ProgressBar:
+    """A Rich progress bar on a TTY (never under --json); a no-op elsewhere. Use as a
+    context manager; `replay` takes the runner's Progress, `runs_done` a sweep's count."""
+
+    def __init__(self, wanted: bool, description: str, total: int | None = None) -> None:
+        from kvctl.cli.output import console
+
+        self.enabled = wanted and console().is_terminal
+        self.description = description
+        self.total = total
+        self.bar = None
+        self.task = None
+
+    def __enter__(self) -> _ProgressBar:
+        if self.enabled:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn)
+
+            from kvctl.cli.output import console
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20),
+                                MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
+                                TimeElapsedColumn(), console=console(), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.description, total=self.total, detail="")
+        return self
+
+    def replay(self, progress) -> None:
+        if self.bar is not None:
+            detail = f"requests  t={progress.virtual_time_s:,.1f}s  hit {progress.hit_rate:.1%}"
+            self.bar.update(self.task, total=progress.requests_total,
+                            completed=progress.requests_done, detail=detail)
+
+    def runs_done(self, count: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=count)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# ----- rendering (people) ---------------------------------------------------------------
+
+
+def render_report(doc: dict):
+    """One replay's report as Rich renderables: header, figures, funnel, latency, integrity."""
+    from rich import box
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    s, d, w = doc["settings"], doc["deployment"], doc["workload"]
+    header = Text.assemble(
+        ("kvctl replay ", "bold"), (w["name"], "bold cyan"),
+        f"  ({w['kind']}, {doc['requests']:,} requests)\n",
+        f"deployment {d['model_name']} on {d['gpu']} x TP{d['tp']} (modeled)   "
+        f"pool {s['pool_tokens']:,} tokens [{s['pool_source']}]\n",
+        f"page {s['page_size']}  eviction {s['eviction_policy']}  tree core {s['tree_core']}  "
+        f"retention {s['retention']}  tau_high {s['tau_high']}  budget {s['token_budget']:,}  "
+        f"decode quantum {s['decode_quantum']}  seed {s['seed']}",
+    )
+    figures = Table(show_header=False, box=None, pad_edge=False)
+    figures.add_column(style="bold", no_wrap=True)
+    figures.add_column(justify="right", no_wrap=True)
+    figures.add_column(style="dim")
+    lat = doc["modeled_latency"]
+    for name, value, note in (
+        ("token hit rate H_prefix", f"{doc['hit_rate']:.2%}", "seed 003 eq. (2)"),
+        ("prompt tokens", f"{doc['prompt_tokens']:,}", ""),
+        ("hit / recomputed tokens", f"{doc['hit_tokens']:,} / {doc['recomputed_tokens']:,}", ""),
+        ("evictions (tokens)", f"{doc['evictions']:,} ({doc['evicted_tokens']:,})", ""),
+        ("retractions (tokens)", f"{doc['retractions']:,} ({doc['retracted_tokens']:,})",
+         "preempted, recomputed"),
+        ("offloaded / reloaded",
+         f"{_bytes(doc['offloaded_bytes'])} / {_bytes(doc['reloaded_bytes'])}", ""),
+        ("mapping-lag stalls", f"{doc['mapping_lag_stalls']:,}",
+         f"{doc['mapping_lag_stall_seconds']:.3f} s"),
+        ("admission deferrals", f"{doc['admission_deferrals']:,}", "tau_high ceiling"),
+        ("U_KV peak / mean", f"{doc['peak_kv_utilization']:.1%} / {doc['mean_kv_utilization']:.1%}",
+         "seed 003 eq. (8)"),
+        ("token_usage peak / mean",
+         f"{doc['peak_token_usage']:.1%} / {doc['mean_token_usage']:.1%}",
+         "SGLang's; evictable = free"),
+        ("modeled TTFT p50 / p99", _p50_p99(lat["ttft_s"]), "modeled"),
+        ("modeled ITL p50 / p99", _p50_p99(lat["itl_s"]), "modeled"),
+        ("modeled queueing p50 / p99", _p50_p99(lat["queue_s"]), "modeled"),
+        ("virtual time / steps", f"{doc['virtual_time_s']:,.1f} s / {doc['steps']:,}", ""),
+    ):
+        figures.add_row(name, value, note)
+    funnel = Table(title="prefix-hit funnel (seed 000 0x0CF)",
+                   title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("stage / rejection bucket", "requests", "tokens"):
+        justify = "left" if column == "stage / rejection bucket" else "right"
+        funnel.add_column(column, justify=justify, no_wrap=True)
+    stages, rejections = doc["funnel"]["stages"], doc["funnel"]["rejections"]
+    for index, stage in enumerate(stages):
+        funnel.add_row(stage["name"], _count(stage["requests"]), _count(stage["tokens"]))
+        if index < len(rejections):
+            lost = rejections[index]
+            style = "red" if lost["requests"] or lost["tokens"] else "dim"
+            funnel.add_row(f"  lost: {lost['reason']}", _count(lost["requests"]),
+                           _count(lost["tokens"]), style=style)
+    integ = doc["integrity"]
+    status = Text.assemble(
+        ("integrity ", "bold"), ("OK" if doc["integrity_ok"] else "FAILED",
+                                 "green" if doc["integrity_ok"] else "bold red"),
+        f"  pool residual {integ['pool_residual_tokens']} tokens, delta_ref max "
+        f"{integ['delta_ref_max']}, protected delta {integ['delta_protected_tokens']}",
+    )
+    parts = [header, figures, funnel, status]
+    parts += [Text(f"  {problem}", style="red") for problem in integ["problems"]]
+    parts += [Text(f"alert at end: {a['name']} ({a['severity']}): {a['evidence']}", style="yellow")
+              for a in doc.get("alerts_at_end", ())]
+    parts.append(Text("\n".join(f"- {note}" for note in doc["notes"]), style="dim"))
+    return Group(*parts)
+
+
+def _sweep_table(rows, title: str):
+    from rich import box
+    from rich.table import Table
+
+    axes = " / ".join(rows[0].params) if rows else ""
+    table = Table(title=f"sweep over {title} ({axes}), ranked by hit rate", title_justify="left",
+                  caption="TTFT p99 is modeled (roofline virtual clock); evicted tokens in --json",
+                  caption_justify="left", box=box.SIMPLE_HEAD)
+    pool_swept = any(key in ("pool-tokens", "pool-gb") for key in (rows[0].params if rows else {}))
+    columns = ["#", "run", "hit rate", "evictions", "retractions", "TTFT p99", "U_KV peak"]
+    if not pool_swept:
+        columns.insert(2, "pool")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)
+    for row in rows:
+        cells = [str(row.rank), " / ".join(row.params.values()) or row.label, f"{row.hit_rate:.2%}",
+                 f"{row.evictions:,}", f"{row.retractions:,}", _sec(row.ttft_p99_s),
+                 f"{row.peak_kv_utilization:.1%}"]
+        if not pool_swept:
+            cells.insert(2, f"{row.pool_tokens:,}")
+        table.add_row(*cells)
+    return table
+
+
+def _p50_p99(stats: dict) -> str:
+    return f"{_sec(stats['p50'])} / {_sec(stats['p99'])}"
+
+
+def _count(value) -> str:
+    return "not observable" if value is None else f"{value:,}"
+
+
+def _sec(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.2f} s"
+
+
+def _bytes(value: int) -> str:
+    from kvctl.util.units import fmt_bytes
+
+    return fmt_bytes(value)

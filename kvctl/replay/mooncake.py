@@ -1,0 +1,222 @@
+"""Mooncake-format JSONL traces: parse, summarize, expand hash blocks into token ids, drive.
+
+One line per request (kvcache-ai/Mooncake `FAST25-release/traces/`):
+
+    {"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, ...]}
+
+`timestamp` is the arrival in milliseconds; `hash_ids` are remapped prefix-block hashes over
+512-token blocks: equal ids mean reusable prefix K/V. Each id b becomes one deterministic
+block of synthetic token ids, so equal ids share a prefix in SGLang's radix tree and
+different ids never collide:
+
+    block(b) = [1 + 512 b, 2 + 512 b, ..., 512 + 512 b]          (all < 2^30)
+
+    hash_ids:  [ b0          | b1          | ... | b(n-1)      ]
+    tokens:    [ block(b0)   | block(b1)   | ... | block(b(n-1))[:tail] ]
+               0             512           1024  512(n-1)      input_length
+    tail = input_length - 512 (n - 1), in [1, 512]: the last block is partial
+
+Token id 0 is never used (SGLang pads with it); the engine's synthetic output ids live in
+[2^30, 2^31), so a request's output never collides with any prompt block.
+
+Reading is lazy: `iter_records` yields one record at a time and `MooncakeDriver` submits
+arrivals a window ahead of the engine's virtual clock, so a 12k-request trace never holds
+all prompts in memory. `scan_trace` validates every line first (a malformed line fails
+before anything runs) and returns the totals a replay needs to size an unbounded pool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine_adapter.embedded.requests import RequestSpec
+from kvctl.errors import InputError
+
+BLOCK_TOKENS = 512  # Mooncake's hash block size
+MAX_HASH_ID = ((1 << 30) - 1) // BLOCK_TOKENS - 1  # keeps 1 + 512 b + 511 < 2^30
+_OFFSETS = np.arange(1, BLOCK_TOKENS + 1, dtype=np.int64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MooncakeRecord:
+    """One validated trace line. `line` is 1-based, as editors count."""
+
+    line: int
+    arrival_s: float
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...]
+
+    @property
+    def rid(self) -> str:
+        return f"mc-{self.line}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceSummary:
+    """Totals over the (limited) trace, from one validating pass."""
+
+    requests: int
+    prompt_tokens: int
+    output_tokens: int
+    max_request_tokens: int
+    last_arrival_s: float
+
+    def demand_tokens(self, page_size: int) -> int:
+        """A pool that never has to evict: every request's input + output, each rounded up
+        to whole pages (bounded above by adding page_size - 1 per request)."""
+        total = self.prompt_tokens + self.output_tokens + self.requests * (page_size - 1)
+        return total // page_size * page_size
+
+
+def parse_line(text: str, *, path: str | Path, line: int) -> MooncakeRecord:
+    """Parse and validate one line. Raises InputError naming `path:line` and the problem."""
+    where = f"{path}:{line}"
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{where}: not valid JSON ({err.msg})") from None
+    if not isinstance(row, dict):
+        raise InputError(f"{where}: expected a JSON object per line")
+    fields = ("timestamp", "input_length", "output_length", "hash_ids")
+    missing = [k for k in fields if k not in row]
+    if missing:
+        raise InputError(f"{where}: missing field(s) {', '.join(missing)}")
+    timestamp = row["timestamp"]
+    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or timestamp < 0:
+        raise InputError(f"{where}: timestamp must be a non-negative number of milliseconds")
+    input_length = _positive_int(row["input_length"], "input_length", where)
+    output_length = _positive_int(row["output_length"], "output_length", where)
+    hash_ids = row["hash_ids"]
+    if not isinstance(hash_ids, list) or not all(
+        isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= MAX_HASH_ID for b in hash_ids
+    ):
+        raise InputError(f"{where}: hash_ids must be a list of integers in [0, {MAX_HASH_ID}]")
+    blocks = -(-input_length // BLOCK_TOKENS)
+    if len(hash_ids) != blocks:
+        raise InputError(
+            f"{where}: input_length {input_length} spans {blocks} blocks of {BLOCK_TOKENS} "
+            f"but hash_ids has {len(hash_ids)}"
+        )
+    return MooncakeRecord(
+        line=line, arrival_s=timestamp / 1000.0, input_length=input_length,
+        output_length=output_length, hash_ids=tuple(hash_ids),
+    )
+
+
+def _positive_int(value: object, name: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(f"{where}: {name} must be a positive integer, got {value!r}")
+    return value
+
+
+def iter_records(path: str | Path, *, limit: int | None = None) -> Iterator[MooncakeRecord]:
+    """Yield validated records in file order, lazily; blank lines are skipped.
+
+    Raises InputError for an unreadable file, a malformed line, or timestamps that go
+    backwards (arrivals must be in order for lazy submission).
+    """
+    if limit is not None and limit <= 0:
+        raise InputError(f"--limit must be positive, got {limit}")
+    try:
+        handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed in finally
+    except OSError as err:
+        raise InputError(f"cannot read trace {path}: {err.strerror}") from None
+    try:
+        count = 0
+        previous = 0.0
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            record = parse_line(text, path=path, line=number)
+            if record.arrival_s < previous:
+                raise InputError(
+                    f"{path}:{number}: timestamp goes backwards (arrivals must be sorted)")
+            previous = record.arrival_s
+            yield record
+            count += 1
+            if limit is not None and count >= limit:
+                return
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text file") from None
+    finally:
+        handle.close()
+
+
+def scan_trace(path: str | Path, *, limit: int | None = None) -> TraceSummary:
+    """Validate the whole (limited) trace and total it. Raises InputError on the first bad line
+    or an empty trace."""
+    requests = prompt = output = largest = 0
+    last = 0.0
+    for record in iter_records(path, limit=limit):
+        requests += 1
+        prompt += record.input_length
+        output += record.output_length
+        largest = max(largest, record.input_length + record.output_length)
+        last = record.arrival_s
+    if requests == 0:
+        raise InputError(f"{path}: the trace holds no requests")
+    return TraceSummary(requests=requests, prompt_tokens=prompt, output_tokens=output,
+                        max_request_tokens=largest, last_arrival_s=last)
+
+
+def prompt_tokens(record: MooncakeRecord) -> np.ndarray:
+    """The record's synthetic prompt: block(b) for each hash id, cut at input_length."""
+    ids = np.asarray(record.hash_ids, dtype=np.int64)
+    blocks = ids[:, None] * BLOCK_TOKENS + _OFFSETS[None, :]
+    return blocks.reshape(-1)[: record.input_length]
+
+
+def to_spec(record: MooncakeRecord) -> RequestSpec:
+    """One engine request per trace line: no session, no namespace (single tenant)."""
+    return RequestSpec(rid=record.rid, tokens=prompt_tokens(record),
+                       max_new_tokens=record.output_length, arrival_s=record.arrival_s)
+
+
+class MooncakeDriver:
+    """`WorkloadDriver` for a Mooncake trace: submits arrivals lazily, `window_s` ahead.
+
+    Invariant kept after `prime` and every `after_step`: while records remain, at least one
+    submitted arrival lies in the engine's future, so an idle engine can advance its clock
+    to it (engine_adapter.workload contract). Mutates only the engine's queue (submit).
+    """
+
+    def __init__(self, path: str | Path, *, limit: int | None = None, window_s: float = 2.0,
+                 summary: TraceSummary | None = None) -> None:
+        self.path = Path(path)
+        self.name = self.path.name
+        self.summary = summary
+        self.engine_defaults: dict = {}
+        self._window_s = window_s
+        self._records = iter_records(path, limit=limit)
+        self._next: MooncakeRecord | None = next(self._records, None)
+        self._last_submitted_s = -1.0
+        self.submitted = 0
+
+    def prime(self, engine) -> None:
+        self._feed(engine, 0.0)
+
+    def after_step(self, engine, report) -> None:
+        self._feed(engine, report.clock_s)
+
+    def exhausted(self) -> bool:
+        return self._next is None
+
+    def total_hint(self) -> int | None:
+        return self.summary.requests if self.summary is not None else None
+
+    def _feed(self, engine, clock_s: float) -> None:
+        """Submit every arrival up to clock + window, and at least one beyond the clock."""
+        horizon = clock_s + self._window_s
+        while self._next is not None and (
+            self._next.arrival_s <= horizon or self._last_submitted_s <= clock_s
+        ):
+            engine.submit(to_spec(self._next))
+            self._last_submitted_s = self._next.arrival_s
+            self.submitted += 1
+            self._next = next(self._records, None)

@@ -1,0 +1,346 @@
+"""Run one replay: resolve the settings, build the embedded engine, drive the workload,
+sample a timeline, and assemble the report.
+
+    settings --prepare()--> PreparedReplay (workload validated, pool sized, EngineConfig)
+             --run()-----> ReplayResult (report + timeline rows)
+
+`prepare` does every check that can fail on bad input (a malformed trace line, an unknown
+policy, a pool smaller than one request's pages) before an engine exists, so bad input
+costs no SGLang import and leaves nothing written.
+
+Mutates nothing outside the engine it builds, except torch's intra-op thread count, which
+it sets to 1 for the run and restores: the engine's CPU tensors are a few thousand
+elements, and on a small shared machine OpenMP threads spin against each other (measured
+here: `searchsorted` over 8,192 ids 7.7 ms with 2 threads, 24 us with 1).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from engine_adapter.embedded.config import EngineConfig
+from kvctl.errors import InputError, IntegrityError
+from kvctl.replay.engine_setup import Deployment, engine_config
+from kvctl.replay.report import Integrity, LatencyCollector, ReplayReport, Utilization
+from kvctl.replay.timeline import TimelineRecorder, TimelineRow, row_from, time_weighted_mean
+from kvctl.replay.workloads import open_workload
+
+PROGRESS_EVERY_STEPS = 25
+DEFAULT_PAGE_SIZE = 16
+DEFAULT_MAX_CONTEXT = 32_768
+RETENTION_CHOICES = ("retain", "drop", "offload", "auto")
+# EngineConfig fields a scenario's `engine:` block may suggest; CLI options win over them.
+_SCENARIO_FIELDS = ("page_size", "eviction_policy", "token_budget", "tau_high",
+                    "max_running_requests", "max_context_len", "default_retention",
+                    "host_capacity_tokens", "authorized")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaySettings:
+    """The operator's choices for one replay; picklable (sweep workers get one each).
+
+    None means "not given": the workload's suggestion applies, else kvctl's default.
+    pool: `pool_tokens` (0 = unbounded: the workload's total demand), else `pool_gb`, else
+    a scenario's `pool_tokens`, else what `kvctl size` gives the deployment.
+    retention: retain | drop | offload set the engine's default; auto (or None) keeps the
+    engine default and the scenario's per-tool policies (seed 003 break-even).
+    """
+
+    workload: str
+    deployment: Deployment = Deployment()
+    pool_tokens: int | None = None
+    pool_gb: float | None = None
+    page_size: int | None = None
+    eviction_policy: str | None = None
+    tree_core: str = "rust"
+    retention: str | None = None
+    tau_high: float | None = None
+    token_budget: int | None = None
+    max_running_requests: int | None = None
+    decode_quantum: int | None = None  # tokens per request per decode step (1: SGLang's path)
+    limit: int | None = None
+    seed: int | None = None  # None: a scenario's own seed; 0 for the engine
+    label: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Progress:
+    """What a progress bar shows; hit_rate is as of the latest timeline sample."""
+
+    requests_done: int
+    requests_total: int | None
+    virtual_time_s: float
+    hit_rate: float
+    steps: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedReplay:
+    """A validated replay, ready to run once (its driver reads the workload as it goes)."""
+
+    settings: ReplaySettings
+    driver: object  # WorkloadDriver
+    config: EngineConfig
+    deployment: Deployment
+    workload: dict
+    resolved: dict
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayResult:
+    report: ReplayReport
+    timeline: tuple[TimelineRow, ...]
+
+
+def prepare(settings: ReplaySettings) -> PreparedReplay:
+    """Open and validate the workload, size the pool, build a validated EngineConfig.
+    Raises InputError for anything wrong with the inputs; builds no engine."""
+    driver = open_workload(settings.workload, seed=settings.seed, limit=settings.limit)
+    config, resolved, notes = resolve_config(settings, driver)
+    summary = getattr(driver, "summary", None)
+    workload = {
+        "path": str(settings.workload),
+        "name": driver.name,
+        "kind": "mooncake" if summary is not None else "scenario",
+        "requests": driver.total_hint(),
+    }
+    if summary is not None:
+        workload.update(prompt_tokens=summary.prompt_tokens, output_tokens=summary.output_tokens,
+                        max_request_tokens=summary.max_request_tokens)
+    return PreparedReplay(settings=settings, driver=driver, config=config,
+                          deployment=settings.deployment, workload=workload,
+                          resolved=resolved, notes=notes)
+
+
+def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | None = None,
+        max_timeline_rows: int = 1000) -> ReplayResult:
+    """Build the engine and replay. Raises RuntimeFailure/IntegrityError from the engine."""
+    import torch
+
+    from engine_adapter.embedded.engine import EmbeddedEngine
+    from engine_adapter.workload import drive
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        started = time.monotonic()
+        engine = EmbeddedEngine(prepared.config)
+        built = time.monotonic()
+        loop = _Loop(engine, prepared.driver, max_timeline_rows, on_progress)
+        steps = drive(engine, prepared.driver, on_step=loop.on_step)
+        replayed = time.monotonic()
+        final, integrity = _final_integrity(engine, loop)
+        loop.finish(steps, final)
+    finally:
+        torch.set_num_threads(threads)
+    rows = loop.timeline.rows()
+    wall = replayed - built
+    prompt = final.funnel.prompt_tokens
+    report = ReplayReport(
+        workload=prepared.workload,
+        deployment={"gpu": prepared.deployment.gpu, "tp": prepared.deployment.tp,
+                    **asdict(prepared.config.cost)},
+        settings=prepared.resolved,
+        snapshot=final,
+        latency=loop.latency.summary(),
+        utilization=_utilization(rows, loop.timeline.every),
+        integrity=integrity,
+        steps=steps,
+        notes=prepared.notes,
+        wall_clock={
+            "engine_build_seconds": round(built - started, 3),
+            "replay_seconds": round(wall, 3),
+            "requests_per_second": (round(final.counters.requests_finished / wall, 3)
+                                    if wall else None),
+            "prompt_tokens_per_second": round(prompt / wall, 1) if wall else None,
+        },
+    )
+    if on_progress is not None:
+        on_progress(loop.progress(steps, final.virtual_time_s))
+    return ReplayResult(report=report, timeline=tuple(rows))
+
+
+def run_replay(settings: ReplaySettings, **kwargs) -> ReplayResult:
+    """prepare + run (the sweep workers' entry point)."""
+    return run(prepare(settings), **kwargs)
+
+
+def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict, tuple[str, ...]]:
+    """EngineConfig for `settings` on `driver`'s workload, the resolved settings (report
+    header) and notes. Raises InputError for an impossible combination."""
+    if settings.retention is not None and settings.retention not in RETENTION_CHOICES:
+        raise InputError(f"unknown retention {settings.retention!r}; "
+                         f"valid: {', '.join(RETENTION_CHOICES)}")
+    suggested = dict(getattr(driver, "engine_defaults", None) or {})
+    fields = {k: suggested[k] for k in _SCENARIO_FIELDS if k in suggested}
+    explicit = {"page_size": settings.page_size, "eviction_policy": settings.eviction_policy,
+                "tau_high": settings.tau_high, "token_budget": settings.token_budget,
+                "max_running_requests": settings.max_running_requests,
+                "decode_quantum": settings.decode_quantum}
+    fields.update({k: v for k, v in explicit.items() if v is not None})
+    if settings.retention in ("retain", "drop", "offload"):
+        fields["default_retention"] = settings.retention
+    page = fields.setdefault("page_size", DEFAULT_PAGE_SIZE)
+    summary = getattr(driver, "summary", None)
+    notes: list[str] = []
+    if summary is not None:
+        longest = -(-summary.max_request_tokens // page) * page
+        fields["max_context_len"] = max(fields.get("max_context_len", DEFAULT_MAX_CONTEXT), longest)
+        if settings.retention is not None:
+            notes.append(f"--retention {settings.retention} has no effect on a Mooncake trace: "
+                         "every request is a single turn, no session waits on a tool")
+    pool_tokens, pool_source = _pool(settings, suggested, page)
+    config = engine_config(
+        deployment=settings.deployment,
+        pool_tokens=pool_tokens,
+        pool_gb=settings.pool_gb if pool_tokens is None else None,
+        unbounded_tokens=_demand(driver, page) if pool_tokens == 0 else None,
+        tree_core=settings.tree_core, seed=settings.seed or 0, **fields,
+    )
+    if summary is not None and longest > config.pool_tokens:
+        raise InputError(
+            f"impossible pool: {config.pool_tokens:,} tokens ({config.pool_tokens // page:,} pages "
+            f"of {page}) cannot hold the largest request in {driver.name} "
+            f"({summary.max_request_tokens:,} tokens = {longest // page:,} pages); "
+            "give a larger --pool-tokens / --pool-gb, "
+            "or --pool-tokens 0 for unbounded"
+        )
+    notes.extend(_deployment_notes(settings.deployment, summary))
+    resolved = {
+        "pool_tokens": config.pool_tokens, "pool_source": pool_source,
+        "page_size": config.page_size, "eviction_policy": config.eviction_policy,
+        "tree_core": config.tree_core, "retention": settings.retention or "auto",
+        "default_retention": config.default_retention, "tau_high": config.tau_high,
+        "token_budget": config.token_budget, "max_running_requests": config.max_running_requests,
+        "decode_quantum": config.decode_quantum,
+        "max_context_len": config.max_context_len, "kv_pool": config.kv_pool,
+        "seed": settings.seed if settings.seed is not None else _workload_seed(driver),
+        "limit": settings.limit, "label": settings.label,
+    }
+    return config, resolved, tuple(notes)
+
+
+def _workload_seed(driver) -> int:
+    """The seed a workload runs with when --seed is not given (a scenario file's own)."""
+    scenario = getattr(driver, "scenario", None)
+    return int(getattr(scenario, "seed", 0) or 0)
+
+
+def _pool(settings: ReplaySettings, suggested: dict, page: int) -> tuple[int | None, str]:
+    if settings.pool_tokens is not None:
+        if settings.pool_tokens == 0:
+            return 0, "unbounded (--pool-tokens 0: the workload's total demand)"
+        return settings.pool_tokens, "--pool-tokens"
+    if settings.pool_gb is not None:
+        return None, f"--pool-gb {settings.pool_gb:g} for {settings.deployment.model}"
+    if suggested.get("pool_tokens") is not None:
+        return int(suggested["pool_tokens"]), "scenario engine.pool_tokens"
+    deployment = settings.deployment
+    return deployment.pool_tokens(page), (
+        f"kvctl size: {deployment.model} on {deployment.gpu} x TP{deployment.tp}")
+
+
+def _demand(driver, page: int) -> int | None:
+    summary = getattr(driver, "summary", None)
+    if summary is not None:
+        return summary.demand_tokens(page)
+    demand = getattr(driver, "demand_tokens", None)
+    return demand(page) if callable(demand) else demand
+
+
+def _deployment_notes(deployment: Deployment, summary) -> list[str]:
+    from kvctl.sizing.models import resolve_model
+
+    notes = [f"latencies are modeled: roofline virtual clock for {deployment.model} on "
+             f"{deployment.gpu} x TP{deployment.tp} (seed 003 chunked-prefill napkin math)"]
+    window = resolve_model(deployment.model).max_context
+    if summary is not None and summary.max_request_tokens > window:
+        notes.append(f"the longest request ({summary.max_request_tokens:,} tokens) exceeds "
+                     f"{deployment.model}'s {window:,}-token window; the replay prices it anyway")
+    return notes
+
+
+class _Loop:
+    """Per-step bookkeeping: latencies from finished records, timeline samples, progress."""
+
+    def __init__(self, engine, driver, max_rows: int, on_progress) -> None:
+        self.engine = engine
+        self.driver = driver
+        self.timeline = TimelineRecorder(max_rows=max_rows)
+        self.latency = LatencyCollector()
+        self.on_progress = on_progress
+        self.finished = 0
+        self.steps = 0
+        self.hit_rate = 0.0
+        self.max_residual = 0
+        self.max_delta_protected = 0
+        self.timeline.add(row_from(0, engine.snapshot(), None))
+
+    def on_step(self, report) -> None:
+        self.steps += 1
+        for record in report.finished:
+            self.latency.add(record)
+        self.finished += len(report.finished)
+        if self.timeline.wants(self.steps):
+            self._sample(report)
+        if self.on_progress is not None and self.steps % PROGRESS_EVERY_STEPS == 0:
+            self.on_progress(self.progress(self.steps, report.clock_s))
+
+    def _sample(self, report) -> None:
+        snap = self.engine.snapshot()
+        row = row_from(self.steps, snap, report)
+        self.timeline.add(row)
+        self.hit_rate = row.hit_rate_cumulative
+        self.max_residual = max(self.max_residual, abs(row.ledger_residual_tokens))
+        delta = abs(snap.refs.delta_protected_tokens or 0)
+        self.max_delta_protected = max(self.max_delta_protected, delta)
+
+    def progress(self, steps: int, clock_s: float) -> Progress:
+        return Progress(requests_done=self.finished, requests_total=self.driver.total_hint(),
+                        virtual_time_s=clock_s, hit_rate=self.hit_rate, steps=steps)
+
+    def finish(self, steps: int, final) -> None:
+        row = row_from(steps, final, None)
+        self.timeline.finish(row)
+        self.hit_rate = row.hit_rate_cumulative
+
+
+def _final_integrity(engine, loop: _Loop):
+    """engine.check_integrity() (per-node refs, SGLang's sanity_check when idle) plus the
+    worst residual seen in the samples. Returns (final snapshot, Integrity)."""
+    problems: list[str] = []
+    try:
+        final = engine.check_integrity()
+    except IntegrityError as err:
+        problems.append(str(err))
+        final = engine.snapshot(per_node_refs=True)
+    if loop.max_residual:
+        problems.append(f"a sampled step had a pool ledger residual of {loop.max_residual} tokens")
+    if loop.max_delta_protected:
+        problems.append(f"a sampled step had protected tokens off by {loop.max_delta_protected}")
+    refs = final.refs
+    return final, Integrity(
+        ok=not problems,
+        pool_residual_tokens=final.ledger.residual_tokens,
+        max_sampled_residual_tokens=loop.max_residual,
+        delta_protected_tokens=refs.delta_protected_tokens,
+        delta_ref_max=refs.delta_ref_max,
+        problems=tuple(problems),
+    )
+
+
+def _utilization(rows: list[TimelineRow], every: int) -> Utilization:
+    times = [r.virtual_time_s for r in rows]
+    u_kv = [r.u_kv for r in rows]
+    usage = [r.token_usage for r in rows]
+    return Utilization(
+        peak_kv_utilization=max(u_kv, default=0.0),
+        mean_kv_utilization=time_weighted_mean(times, u_kv),
+        peak_token_usage=max(usage, default=0.0),
+        mean_token_usage=time_weighted_mean(times, usage),
+        samples=len(rows),
+        sample_every_steps=every,
+    )

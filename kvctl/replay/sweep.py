@@ -1,0 +1,189 @@
+"""Sweeps: the same workload under a grid of settings, one engine per run, ranked.
+
+    --sweep eviction=lru,lfu,slru --sweep pool-tokens=200000,400000
+        -> 6 runs: (lru, 200000), (lru, 400000), (lfu, 200000), ...
+
+Runs go to worker processes (`--parallel N`, spawn context: each worker imports SGLang and
+builds its own engine, since SGLang's runtime context is process-wide). Every grid point is
+validated in the parent first (`runner.prepare`), so an unknown policy or an impossible
+pool fails before any run starts. Results come back in grid order; the ranking is by hit
+rate (higher first), then evictions, retractions and modeled p99 TTFT (lower first).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from kvctl.errors import InputError
+from kvctl.replay.runner import ReplayResult, ReplaySettings, prepare, run_replay
+
+# CLI key -> (ReplaySettings field, value parser)
+SWEEP_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
+    "eviction": ("eviction_policy", str),
+    "pool-tokens": ("pool_tokens", int),
+    "pool-gb": ("pool_gb", float),
+    "page-size": ("page_size", int),
+    "retention": ("retention", str),
+    "tau-high": ("tau_high", float),
+    "tree-core": ("tree_core", str),
+    "token-budget": ("token_budget", int),
+    "max-running": ("max_running_requests", int),
+    "decode-quantum": ("decode_quantum", int),
+}
+POOL_KEYS = ("pool-tokens", "pool-gb")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepRow:
+    """One run in the comparison table."""
+
+    rank: int
+    label: str
+    params: dict
+    pool_tokens: int
+    hit_rate: float
+    evictions: int
+    evicted_tokens: int
+    retractions: int
+    ttft_p99_s: float | None
+    peak_kv_utilization: float
+
+
+def parse_sweeps(options: Sequence[str]) -> dict[str, list[str]]:
+    """`["eviction=lru,lfu", "pool-tokens=1,2"]` -> {"eviction": [...], ...}, in order.
+    Raises InputError for an unknown key, a repeated key, an empty or unparsable value."""
+    axes: dict[str, list[str]] = {}
+    for option in options:
+        key, sep, values = option.partition("=")
+        key = key.strip().replace("_", "-")
+        if not sep or key not in SWEEP_KEYS:
+            raise InputError(f"--sweep {option!r}: expected KEY=V1,V2 with KEY one of "
+                             f"{', '.join(SWEEP_KEYS)}")
+        if key in axes:
+            raise InputError(f"--sweep {key} given twice; list all its values in one option")
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if not items:
+            raise InputError(f"--sweep {key}: no values")
+        parser = SWEEP_KEYS[key][1]
+        for item in items:
+            try:
+                parser(item)
+            except ValueError:
+                raise InputError(
+                    f"--sweep {key}: {item!r} is not a valid {parser.__name__}") from None
+        axes[key] = items
+    if sum(k in axes for k in POOL_KEYS) > 1:
+        raise InputError("sweep pool-tokens or pool-gb, not both")
+    return axes
+
+
+def grid(base: ReplaySettings, axes: dict[str, list[str]]) -> list[ReplaySettings]:
+    """Cartesian product of the axes (first axis varies slowest), each with a label."""
+    keys = list(axes)
+    runs = []
+    for values in itertools.product(*(axes[k] for k in keys)):
+        changes = {SWEEP_KEYS[k][0]: SWEEP_KEYS[k][1](v) for k, v in zip(keys, values)}
+        if "pool-tokens" in keys:
+            changes["pool_gb"] = None
+        if "pool-gb" in keys:
+            changes["pool_tokens"] = None
+        label = " ".join(f"{k}={v}" for k, v in zip(keys, values))
+        runs.append(replace(base, label=label, **changes))
+    return runs
+
+
+def slug(label: str) -> str:
+    """A directory name for a run label:
+    'eviction=lru pool-tokens=2' -> 'eviction-lru_pool-tokens-2'."""
+    text = label.replace("=", "-").replace(" ", "_")
+    return re.sub(r"[^A-Za-z0-9._-]", "", text) or "run"
+
+
+def validate(runs: Sequence[ReplaySettings]) -> None:
+    """Prepare every grid point (validates inputs, sizes pools); builds no engine."""
+    for settings in runs:
+        try:
+            prepare(settings)
+        except InputError as err:
+            raise InputError(f"sweep run {settings.label!r}: {err}") from None
+
+
+def run_sweep(runs: Sequence[ReplaySettings], *, parallel: int = 1,
+              on_done: Callable[[int, ReplayResult], None] | None = None) -> list[ReplayResult]:
+    """Run every grid point; results in grid order. `on_done(index, result)` as each ends."""
+    if parallel < 1:
+        raise InputError(f"--parallel must be positive, got {parallel}")
+    results: list[ReplayResult | None] = [None] * len(runs)
+    if parallel == 1 or len(runs) == 1:
+        for index, settings in enumerate(runs):
+            results[index] = run_replay(settings)
+            if on_done:
+                on_done(index, results[index])
+        return results  # type: ignore[return-value]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(parallel, len(runs)), mp_context=context) as pool:
+        futures = {pool.submit(run_replay, settings): index for index, settings in enumerate(runs)}
+        for future in as_completed(futures):
+            index = futures[future]
+            results[index] = future.result()
+            if on_done:
+                on_done(index, results[index])
+    return results  # type: ignore[return-value]
+
+
+def rank(runs: Sequence[ReplaySettings], results: Sequence[ReplayResult]) -> list[SweepRow]:
+    """The comparison table, best first."""
+    rows = []
+    for settings, result in zip(runs, results):
+        doc = result.report.to_dict()
+        rows.append(SweepRow(
+            rank=0, label=settings.label, params=_params(settings.label),
+            pool_tokens=doc["settings"]["pool_tokens"], hit_rate=doc["hit_rate"],
+            evictions=doc["evictions"], evicted_tokens=doc["evicted_tokens"],
+            retractions=doc["retractions"], ttft_p99_s=doc["modeled_latency"]["ttft_s"]["p99"],
+            peak_kv_utilization=doc["peak_kv_utilization"],
+        ))
+    return ranked(rows)
+
+
+def ranked(rows: Sequence[SweepRow]) -> list[SweepRow]:
+    """Best first: higher hit rate, then fewer evictions, fewer retractions, lower modeled
+    p99 TTFT, then the label (a total order, so ties rank the same way every time)."""
+    order = sorted(rows, key=lambda r: (-r.hit_rate, r.evictions, r.retractions,
+                                        r.ttft_p99_s if r.ttft_p99_s is not None else float("inf"),
+                                        r.label))
+    return [replace(row, rank=i + 1) for i, row in enumerate(order)]
+
+
+def _params(label: str) -> dict:
+    return dict(part.split("=", 1) for part in label.split(" ") if "=" in part)
+
+
+def hit_vs_pool_points(rows: Sequence[SweepRow]) -> list[tuple[str, int, float]]:
+    """(series label without the pool axis, pool tokens, hit rate) for the sweep plot;
+    empty unless the sweep varied the pool."""
+    if len({r.pool_tokens for r in rows}) < 2:
+        return []
+    points = []
+    for row in rows:
+        rest = " ".join(f"{k}={v}" for k, v in row.params.items() if k not in POOL_KEYS)
+        points.append((rest or "pool only", row.pool_tokens, row.hit_rate))
+    return points
+
+
+def sweep_document(axes: dict[str, list[str]], rows: Sequence[SweepRow],
+                   results: Sequence[ReplayResult]) -> dict:
+    """The sweep's JSON: the axes, the ranked table, and every run's full report."""
+    from dataclasses import asdict
+
+    return {
+        "sweep": {k: list(v) for k, v in axes.items()},
+        "ranking": [asdict(r) for r in rows],
+        "runs": [r.report.to_dict() for r in results],
+    }

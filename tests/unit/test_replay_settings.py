@@ -1,0 +1,127 @@
+"""From CLI choices and a workload to a validated EngineConfig, before any engine exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvctl.errors import InputError
+from kvctl.replay.engine_setup import Deployment
+from kvctl.replay.runner import ReplaySettings, prepare
+from kvctl.replay.workloads import open_workload
+
+pytestmark = pytest.mark.unit
+
+HEAD_500 = str(Path(__file__).resolve().parents[2] / "examples" / "traces" / "mooncake" / "head_500.jsonl")
+
+
+def settings(**changes) -> ReplaySettings:
+    return ReplaySettings(workload=HEAD_500, limit=10, **changes)
+
+
+def test_default_pool_is_what_kvctl_size_gives_the_default_deployment():
+    """Llama-3-8B on one H100-SXM: 513,744 tokens, the `kvctl size` pool_tokens_per_rank."""
+    prepared = prepare(settings())
+    assert prepared.config.pool_tokens == 513_744
+    assert prepared.resolved["pool_source"] == "kvctl size: Llama-3-8B on H100-SXM x TP1"
+    assert prepared.config.cost.model_name == "Llama-3-8B"
+
+
+def test_unbounded_pool_is_the_workloads_page_rounded_demand():
+    """The first 10 lines need 117,376 tokens; with up to 15 tail slots each, page 16: 117,520."""
+    prepared = prepare(settings(pool_tokens=0))
+    assert prepared.config.pool_tokens == 117_520
+    assert prepared.resolved["pool_source"].startswith("unbounded")
+
+
+def test_pool_gb_converts_with_the_models_bytes_per_token():
+    """10 GB / 131,072 B per token = 76,293 tokens, rounded up to 4,769 pages of 16 = 76,304."""
+    assert prepare(settings(pool_gb=10.0)).config.pool_tokens == 76_304
+
+
+def test_pool_smaller_than_the_largest_request_fails_before_running():
+    """20,000 tokens cannot hold line 8's 27,346-token request (1,710 pages)."""
+    with pytest.raises(InputError, match=r"impossible pool: 20,000 tokens \(1,250 pages of 16\) cannot "
+                                         r"hold the largest request in head_500\.jsonl \(27,346 tokens = "
+                                         r"1,710 pages\)"):
+        prepare(settings(pool_tokens=20_000))
+
+
+def test_engine_context_grows_to_the_traces_longest_request():
+    """The first 200 lines hold a 121,213-token request: max_context_len 121,216 (page 16)."""
+    prepared = prepare(ReplaySettings(workload=HEAD_500, limit=200, pool_tokens=0))
+    assert prepared.config.max_context_len == 121_216
+
+
+def test_unknown_eviction_policy_lists_the_valid_ones():
+    """SGLang's eight policies are named in the error."""
+    with pytest.raises(InputError, match="unknown eviction policy 'lrux'; valid: lru, lfu, fifo, mru, "
+                                         "filo, priority, slru, tlru"):
+        prepare(settings(eviction_policy="lrux"))
+
+
+def test_unknown_retention_lists_the_valid_ones():
+    """retain, drop, offload, auto."""
+    with pytest.raises(InputError, match="unknown retention 'keep'; valid: retain, drop, offload, auto"):
+        prepare(settings(retention="keep"))
+
+
+def test_retention_on_a_mooncake_trace_is_noted_as_without_effect():
+    """A trace has no sessions, so --retention changes nothing; the report says so."""
+    prepared = prepare(settings(retention="offload"))
+    assert prepared.config.default_retention == "offload"
+    assert any("no effect on a Mooncake trace" in note for note in prepared.notes)
+
+
+def test_unknown_model_is_an_input_error():
+    """The deployment is resolved before running."""
+    with pytest.raises(InputError):
+        prepare(settings(deployment=Deployment(model="No-Such-Model-9B")))
+
+
+def test_unknown_workload_suffix_names_the_accepted_ones(tmp_path):
+    """A .csv is neither a trace nor a scenario."""
+    path = tmp_path / "w.csv"
+    path.write_text("x")
+    with pytest.raises(InputError, match=r"unknown workload type '\.csv'; expected a Mooncake trace "
+                                         r"\(\.jsonl\) or a scenario \(\.yaml, \.yml\)"):
+        open_workload(path)
+
+
+def test_missing_workload_file_is_an_input_error(tmp_path):
+    """No such file: exit-2 error naming the path."""
+    with pytest.raises(InputError, match="no such file"):
+        open_workload(tmp_path / "absent.jsonl")
+
+
+class SuggestingWorkload:
+    """A workload that suggests engine fields, as a scenario's `engine:` block does."""
+
+    name = "suggesting"
+    engine_defaults = {"pool_tokens": 131_072, "page_size": 32, "tau_high": 0.88,
+                       "max_context_len": 65_536}
+
+    def total_hint(self):
+        return None
+
+
+def test_scenario_engine_fields_apply_when_the_cli_is_silent():
+    """pool 131,072, page 32, tau_high 0.88 and context 65,536 come from the workload."""
+    from kvctl.replay.runner import resolve_config
+
+    config, resolved, _ = resolve_config(ReplaySettings(workload="s.yaml"), SuggestingWorkload())
+    assert (config.pool_tokens, config.page_size, config.tau_high, config.max_context_len) == (
+        131_072, 32, 0.88, 65_536)
+    assert resolved["pool_source"] == "scenario engine.pool_tokens"
+
+
+def test_cli_options_override_the_scenarios_suggestions():
+    """--page-size 16 --tau-high 0.9 --pool-tokens 65536 win over the workload's fields."""
+    from kvctl.replay.runner import resolve_config
+
+    config, resolved, _ = resolve_config(
+        ReplaySettings(workload="s.yaml", page_size=16, tau_high=0.9, pool_tokens=65_536),
+        SuggestingWorkload())
+    assert (config.pool_tokens, config.page_size, config.tau_high) == (65_536, 16, 0.9)
+    assert resolved["pool_source"] == "--pool-tokens"
