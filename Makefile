@@ -25,7 +25,7 @@ $(STAMP): $(REQS)
 	@touch $(STAMP)
 
 demo: setup
-	$(BIN)/kvctl replay examples/scenarios/coding-agents.yaml --limit 3
+	$(BIN)/kvctl replay examples/scenarios/coding-agents.yaml --limit 8
 
 test: setup
 	$(BIN)/python -m pytest -q
