@@ -1,10 +1,11 @@
-"""Serve Prometheus /metrics (and OTLP spans) for the embedded engine running a workload.
+"""Serve Prometheus /metrics (and OTLP spans) for a workload on the embedded engine or a live server.
 
 `kvctl exporter --scenario FILE | --trace FILE` runs the workload on the embedded engine in
-a background thread (a `LiveRun`, paced on the virtual clock, a scenario looping with the
-next seed) and serves `/metrics` on 127.0.0.1:9464 until Ctrl-C or `--duration`. Receipts
-become OpenTelemetry spans only when OTEL_EXPORTER_OTLP_ENDPOINT is set. Tenant namespaces
-are hashed with $KVCTL_NAMESPACE_SALT (random per run when unset) unless allow-listed.
+a background thread (a `LiveRun`, paced on the virtual clock, looping) and serves `/metrics`
+on 127.0.0.1:9464 until Ctrl-C or `--duration`. `--url URL` (repeatable: a fleet) instead
+re-exports kvctl's metrics for running SGLang servers, read-only. Receipts become
+OpenTelemetry spans only when OTEL_EXPORTER_OTLP_ENDPOINT is set. Tenant namespaces are
+hashed with $KVCTL_NAMESPACE_SALT (random per run when unset) unless allow-listed.
 """
 
 from __future__ import annotations
@@ -20,15 +21,18 @@ from kvctl.cli.output import console
 from kvctl.errors import InputError, RuntimeFailure
 
 Opt = typer.Option
-TRACE_POOL_TOKENS = 262_144  # NoOp pool: slots cost no memory; >= 2 of the largest request
 
 
 def exporter_command(
     scenario: Annotated[Optional[Path], Opt(
         "--scenario", help="Scenario YAML to run on the embedded engine (loops).")] = None,
     trace: Annotated[Optional[Path], Opt(
-        "--trace", help="Mooncake-format JSONL trace to replay on the embedded engine (once).")]
+        "--trace", help="Mooncake-format JSONL trace to replay on the embedded engine (loops).")]
     = None,
+    url: Annotated[Optional[list[str]], Opt(
+        "--url", help="A running SGLang server to re-export (repeatable: a fleet).")] = None,
+    kv_events: Annotated[Optional[list[str]], Opt(
+        "--kv-events", help="KV-event endpoint per --url (default: from its server info).")] = None,
     host: Annotated[str, Opt(help="Address to listen on (loopback unless you say otherwise).")]
     = "127.0.0.1",
     port: Annotated[int, Opt(help="Port for /metrics; 0 picks a free one.")] = 9464,
@@ -46,12 +50,10 @@ def exporter_command(
     json_out: Annotated[bool, Opt(
         "--json", help="Print the listening address as one JSON line, then serve.")] = False,
 ) -> None:
-    if (scenario is None) == (trace is None):
-        raise InputError("give exactly one of --scenario FILE or --trace FILE")
-    workload = scenario if scenario is not None else trace
-    kind = "scenario" if scenario is not None else "trace"
-    if not workload.is_file():
-        raise InputError(f"--{kind} {workload}: no such file")
+    if sum(x is not None and x != [] for x in (scenario, trace, url)) != 1:
+        raise InputError("give exactly one of --scenario FILE, --trace FILE or --url URL")
+    workload = scenario or trace or " ".join(url)
+    kind = "scenario" if scenario is not None else ("trace" if trace is not None else "url")
     if interval <= 0:
         raise InputError(f"--interval {interval} must be > 0 seconds")
     if pace < 0:
@@ -68,12 +70,11 @@ def exporter_command(
     from telemetry.service import run_exporter
 
     labeler = NamespaceLabeler(allow=allow_namespace or ())
-    run = _start_live_run(scenario=scenario, trace=trace, pace=pace or None,
-                          interval_s=interval, pool_tokens=pool_tokens,
-                          receipts=otlp_enabled())
-    source = _ReportsRunFailure(run)
+    source = _source(scenario=scenario, trace=trace, urls=url, kv_events=kv_events or [],
+                     pace=pace or None, interval_s=interval, pool_tokens=pool_tokens,
+                     receipts=otlp_enabled())
     try:
-        info = run.snapshot().info
+        info = source.snapshot().info
         spans = from_environment(labeler=labeler, resource_attributes={
             "kvctl.engine": info.engine, "kvctl.tree_core": info.tree_core,
             "kvctl.eviction_policy": info.eviction_policy, "kvctl.page_size": info.page_size,
@@ -98,28 +99,10 @@ def exporter_command(
         run_exporter(source, host=host, port=port, interval_s=interval, duration_s=duration,
                      labeler=labeler, spans=spans, on_ready=announce)
     finally:
-        run.close()
-    if run.error:
-        raise RuntimeFailure(f"the workload stopped: {run.error}")
-
-
-class _ReportsRunFailure:
-    """A LiveRun whose snapshot() raises once its worker thread died, so scrapes report
-    kvctl_up 0 instead of serving the last snapshot forever."""
-
-    def __init__(self, run) -> None:
-        self._run = run
-
-    def snapshot(self):
-        if self._run.error:
-            raise RuntimeFailure(f"the workload stopped: {self._run.error}")
-        return self._run.snapshot()
-
-    def take_receipts(self):
-        return self._run.take_receipts()
-
-    def close(self) -> None:
-        self._run.close()
+        source.close()
+    error = getattr(source, "error", None)  # a live run whose worker died
+    if error:
+        raise RuntimeFailure(f"the workload stopped: {error}")
 
 
 def _is_loopback(host: str) -> bool:
@@ -129,38 +112,19 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _start_live_run(*, scenario: Path | None, trace: Path | None, pace: float | None,
-                    interval_s: float, pool_tokens: int | None, receipts: bool):
-    """Build the embedded engine for the workload and start it in a LiveRun (InputError for a
-    bad workload file, before anything runs)."""
-    if scenario is not None:
-        from kvctl.replay.scenario import load_scenario
+def _source(*, scenario, trace, urls, kv_events, pace, interval_s, pool_tokens, receipts):
+    """The snapshot source to export: a live run on the embedded engine, one remote server,
+    or a fleet of them (the aggregate). Bad input fails here, before anything runs."""
+    if urls:
+        if len(urls) == 1:
+            from engine_adapter.remote.remote_engine import RemoteEngine
 
-        first = load_scenario(scenario)
-        seed = first.scenario.seed
+            return RemoteEngine(urls[0], kv_events=kv_events[0] if kv_events else None)
+        from engine_adapter.remote.fleet import Fleet
 
-        def drivers(iteration: int):
-            return first if iteration == 0 else load_scenario(scenario, seed=seed + iteration)
+        return Fleet(urls, kv_events=kv_events)
+    from kvctl.replay.live_sources import plan_live_run
 
-        defaults, loop = dict(first.engine_defaults), True
-    else:
-        from kvctl.replay.mooncake import MooncakeDriver, scan_trace
-
-        summary = scan_trace(trace)
-        defaults = {"pool_tokens": TRACE_POOL_TOKENS,
-                    "max_context_len": max(32_768, summary.max_request_tokens)}
-
-        def drivers(iteration: int):
-            return MooncakeDriver(trace, summary=summary)
-
-        loop = False  # a trace's request ids and arrival times do not restart on a warm engine
-    pool = pool_tokens if pool_tokens is not None else defaults.pop("pool_tokens", None)
-    defaults.pop("pool_tokens", None)
-
-    from engine_adapter.embedded.engine import EmbeddedEngine  # imports SGLang: seconds
-    from engine_adapter.live import LiveRun
-    from kvctl.replay.engine_setup import engine_config
-
-    config = engine_config(pool_tokens=pool, receipts=receipts, **defaults)
-    engine = EmbeddedEngine(config)
-    return LiveRun(engine, drivers, pace=pace, loop=loop, snapshot_interval_s=interval_s).start()
+    plan = plan_live_run(scenario=scenario, trace=trace, pace=pace, pool_tokens=pool_tokens,
+                         snapshot_interval_s=interval_s, receipts=receipts)
+    return plan.build()

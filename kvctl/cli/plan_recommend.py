@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from kvctl.cli.output import to_jsonable
+from kvctl.cli.output import console, to_jsonable
 from kvctl.cli.plan_common import Rendered, emit, gb_to_bytes, table
 from kvctl.cli.plan_model import check_context, params_count, resolve_gpu, token_bytes
+from kvctl.errors import InputError
 from kvctl.sizing.plan.capacity import hbm_split, plan_capacity
 from kvctl.sizing.plan.capacity_workload import admission_ceiling
 from kvctl.sizing.plan.links import retention_tiers
@@ -40,9 +42,17 @@ def recommend_command(
     itl_target_ms: Annotated[float, typer.Option(help="Inter-token latency target, ms.")] = 50.0,
     prefill_mfu: Annotated[float, typer.Option(help="Achieved MFU of prefill / mixed iterations.")] = 0.6,
     host_gb: Annotated[Optional[float], typer.Option(help="Host DRAM per device HiCache may use, GB (caps --hicache-size).")] = None,
+    validate_with_replay: Annotated[Optional[Path], typer.Option(
+        "--validate-with-replay", metavar="PATH",
+        help=("Replay this scenario (.yaml) or Mooncake trace (.jsonl) through SGLang's radix "
+              "cache on CPU with the recommended settings; print it beside the estimate."))] = None,
+    limit: Annotated[Optional[int], typer.Option(help=(
+        "Bound the replay: the first N sessions of a scenario, N requests of a trace."))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Recommend SGLang launch flags (memory fraction, page size, eviction, batch, chunk, HiCache) with reasons."""
+    if limit is not None and validate_with_replay is None:
+        raise InputError("--limit bounds the replay of --validate-with-replay; give that too")
     devices = gpus if gpus is not None else tp * pp
     tokens = token_bytes(model=model, bytes_per_token=None, kv_dtype=kv_dtype, tp=tp, pp=pp)
     check_context(tokens.geometry, context + output)
@@ -73,7 +83,16 @@ def recommend_command(
     launch += list(advice.launch_args)
     document = {**to_jsonable(advice), "launch_args": list(advice.launch_args),
                 "command": shlex.join(launch), "capacity": to_jsonable(plan)}
+    if validate_with_replay is None:
+        emit(as_json, document, _render(advice, shlex.join(launch), model, gpu, devices))
+        return
+    validation = _replay(validate_with_replay, advice, plan, model=model, gpu=gpu,
+                         devices=devices, tp=tp, pp=pp, tau_high=tau_high,
+                         prefill_mfu=prefill_mfu, limit=limit, progress=not as_json)
+    document["validation"] = _validation_document(validation)
     emit(as_json, document, _render(advice, shlex.join(launch), model, gpu, devices))
+    if not as_json:
+        _print_validation(validation)
 
 
 def _model_path(spec: str, geometry) -> str:
@@ -88,3 +107,61 @@ def _render(advice: Recommendation, command: str, model: str, gpu: str, devices:
     why.append(f"launch: {command}")
     return Rendered(f"SGLang flags for {model} on {devices} x {gpu}",
                     [table(None, ["flag", "value"], rows)], why)
+
+
+# ----- --validate-with-replay (the engine is imported only here) ---------------------------
+
+
+def _replay(path: Path, advice: Recommendation, plan, *, model: str, gpu: str, devices: int,
+            tp: int, pp: int, tau_high: float, prefill_mfu: float, limit: int | None,
+            progress: bool):
+    """Run the replay (a progress bar on a TTY); returns kvctl.replay.validate's result."""
+    from kvctl.cli.replay import ProgressBar
+    from kvctl.replay.engine_setup import Deployment
+    from kvctl.replay.validate import validate_with_replay
+
+    deployment = Deployment(model=model, gpu=gpu, gpus=devices, tp=tp)
+    with ProgressBar(progress, "replay") as bar:
+        return validate_with_replay(
+            workload=str(path), recommendation=advice, plan=plan, deployment=deployment,
+            tau_high=tau_high, prefill_mfu=prefill_mfu, pp=pp, limit=limit,
+            on_progress=bar.replay if bar.enabled else None)
+
+
+def _validation_document(validation) -> dict:
+    """The `validation` object of --json: what ran, the rows, and the full replay report."""
+    target = {k: v for k, v in to_jsonable(validation.target).items() if k != "mappings"}
+    return {
+        "workload": validation.workload,
+        "replayed_with": list(validation.replayed_with),
+        "target": target,
+        "settings": validation.settings,
+        "rows": [to_jsonable(row) for row in validation.rows],
+        "figures": to_jsonable(validation.figures),
+        "notes": list(validation.notes),
+        "report": validation.report.to_dict(),
+    }
+
+
+def _print_validation(validation) -> None:
+    """The "replayed with" lines, the side-by-side table, and the notes below it."""
+    out = console()
+    workload = validation.workload
+    out.print(f"\nanalytic estimate vs replay of {workload['name']} ({workload['kind']}, "
+              f"{validation.figures.requests:,} requests) through SGLang's radix cache on CPU",
+              highlight=False, soft_wrap=True)
+    for line in validation.replayed_with:
+        out.print(f"replayed with: {line}", highlight=False, soft_wrap=True)
+    rows = [(r.quantity, r.analytic, r.replayed, r.why) for r in validation.rows]
+    result = table(None, ["quantity", "analytic estimate", "replayed (modeled)", "why they differ"],
+                   rows)
+    result.columns[-1].justify = "left"
+    result.columns[-1].no_wrap = False  # on a terminal the reasons wrap, the numbers never do
+    emit(False, {}, Rendered("side by side (replayed figures are modeled: virtual clock)",
+                             [result]))
+    notes = [f"not the same quantity: {r.quantity}" for r in validation.rows if not r.comparable]
+    notes += list(validation.notes)
+    if not validation.report.integrity.ok:
+        notes += [f"replay integrity FAILED: {p}" for p in validation.report.integrity.problems]
+    for line in notes:
+        out.print(f"note: {line}", highlight=False, soft_wrap=True)

@@ -77,7 +77,7 @@ def _single(settings: ReplaySettings, out: Path | None, json_output: bool) -> No
     from kvctl.replay.runner import prepare, run
 
     prepared = prepare(settings)
-    with _ProgressBar(not json_output, "replay") as bar:
+    with ProgressBar(not json_output, "replay") as bar:
         result = run(prepared, on_progress=bar.replay if bar.enabled else None)
     document = result.report.to_dict()
     if out is not None:
@@ -102,7 +102,7 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
     runs = sweeps.grid(base, axes)
     sweeps.validate(runs)
     done: list[int] = []
-    with _ProgressBar(not json_output, "sweep runs", total=len(runs)) as bar:
+    with ProgressBar(not json_output, "sweep runs", total=len(runs)) as bar:
 
         def on_done(index: int, _result) -> None:
             done.append(index)
@@ -131,7 +131,7 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
 # ----- progress (TTY only) --------------------------------------------------------------
 
 
-class _ProgressBar:
+class ProgressBar:
     """A Rich progress bar on a TTY (never under --json); a no-op elsewhere. Use as a
     context manager; `replay` takes the runner's Progress, `runs_done` a sweep's count."""
 
@@ -144,7 +144,7 @@ class _ProgressBar:
         self.bar = None
         self.task = None
 
-    def __enter__(self) -> _ProgressBar:
+    def __enter__(self) -> ProgressBar:
         if self.enabled:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                        TimeElapsedColumn)

@@ -172,10 +172,11 @@ def prompt_tokens(record: MooncakeRecord) -> np.ndarray:
     return blocks.reshape(-1)[: record.input_length]
 
 
-def to_spec(record: MooncakeRecord) -> RequestSpec:
-    """One engine request per trace line: no session, no namespace (single tenant)."""
-    return RequestSpec(rid=record.rid, tokens=prompt_tokens(record),
-                       max_new_tokens=record.output_length, arrival_s=record.arrival_s)
+def to_spec(record: MooncakeRecord, *, origin_s: float = 0.0, rid_prefix: str = "") -> RequestSpec:
+    """One engine request per trace line: no session, no namespace (single tenant).
+    origin_s / rid_prefix shift a replay that starts again on a warm engine (a live run)."""
+    return RequestSpec(rid=rid_prefix + record.rid, tokens=prompt_tokens(record),
+                       max_new_tokens=record.output_length, arrival_s=origin_s + record.arrival_s)
 
 
 class MooncakeDriver:
@@ -197,9 +198,14 @@ class MooncakeDriver:
         self._next: MooncakeRecord | None = next(self._records, None)
         self._last_submitted_s = -1.0
         self.submitted = 0
+        self.sid_prefix = ""  # set by a live run that replays the trace again
+        self._origin_s = 0.0
 
     def prime(self, engine) -> None:
-        self._feed(engine, 0.0)
+        """Arrivals are relative to the engine's clock now (0 for a fresh engine)."""
+        self._origin_s = engine.st.clock_s
+        self._last_submitted_s = self._origin_s - 1.0
+        self._feed(engine, self._origin_s)
 
     def after_step(self, engine, report) -> None:
         self._feed(engine, report.clock_s)
@@ -214,9 +220,9 @@ class MooncakeDriver:
         """Submit every arrival up to clock + window, and at least one beyond the clock."""
         horizon = clock_s + self._window_s
         while self._next is not None and (
-            self._next.arrival_s <= horizon or self._last_submitted_s <= clock_s
+            self._origin_s + self._next.arrival_s <= horizon or self._last_submitted_s <= clock_s
         ):
-            engine.submit(to_spec(self._next))
-            self._last_submitted_s = self._next.arrival_s
+            engine.submit(to_spec(self._next, origin_s=self._origin_s, rid_prefix=self.sid_prefix))
+            self._last_submitted_s = self._origin_s + self._next.arrival_s
             self.submitted += 1
             self._next = next(self._records, None)

@@ -99,8 +99,9 @@ def recommend(
     private = plan.private_tokens_per_trajectory
     page = max(p for p in PAGE_SIZE_CANDIDATES if (p - 1) / 2 <= waste_budget * private)
 
-    running = admission.trajectories_shared if plan.shared_tokens else admission.trajectories_unshared
-    running = max(running, 1)
+    # The admission ceiling counts every replica; --max-running-requests is per server.
+    deployment = admission.trajectories_shared if plan.shared_tokens else admission.trajectories_unshared
+    running = max(deployment // plan.replicas, 1)
     per_token = 2 * params / (tp_pp * peak_flops_per_device * prefill_mfu)  # seconds per token
 
     def mixed(chunk: int) -> float:
@@ -126,8 +127,8 @@ def recommend(
             "protected segment; one-off turn tails are evicted first" if plan.shared_tokens else
             "no prefix shared across trajectories: recency tracks turn-to-turn reuse")),
         FlagAdvice(flag="--max-running-requests", value=str(running), reason=(
-            f"{running} trajectories of {private:,} private tokens fit before U_KV reaches "
-            f"tau_high = {admission.tau_high:g}")),
+            f"{running} trajectories of {private:,} private tokens fit in one server's pool "
+            f"before U_KV reaches tau_high = {admission.tau_high:g}")),
         FlagAdvice(flag="--chunked-prefill-size", value=str(chunk), reason=(
             f"{chunk} prefill + {running} decode tokens take {mixed(chunk) * 1e3:.1f} ms per iteration, "
             f"within the {itl_target_seconds * 1e3:g} ms ITL target" if fitting else
