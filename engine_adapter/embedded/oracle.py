@@ -65,11 +65,14 @@ class ContentOracle:
                 powers[index] = powers[index - 1] * self._base
         self._powers = powers
 
-    def record(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, upto: int) -> None:
-        """Remember that tokens[:upto] (page-floored) now exist as computed K/V under `key`."""
+    def record(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, upto: int,
+               known: int = 0) -> None:
+        """Remember that tokens[:upto] (page-floored) now exist as computed K/V under `key`.
+        known: a prefix length already recorded under `key` (its pages are skipped)."""
         hashes = self._page_hashes(tokens, upto)
-        if len(hashes):
-            self._seen.setdefault(key, set()).update(hashes.tolist())
+        skip = known // self.page_size
+        if len(hashes) > skip:
+            self._seen.setdefault(key, set()).update(hashes[skip:].tolist())
 
     def lengths(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, cap: int) -> tuple[int, int, int]:
         """(S_any, S_ns, S_sem) in tokens for tokens[:cap], page aligned."""
@@ -115,7 +118,7 @@ class NullOracle:
     page_size = 0
     remembered_pages = 0
 
-    def record(self, key, tokens, upto) -> None:
+    def record(self, key, tokens, upto, known: int = 0) -> None:
         return None
 
     def lengths(self, key, tokens, cap) -> tuple[int, int, int]:

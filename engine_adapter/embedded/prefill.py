@@ -254,7 +254,8 @@ class Prefill:
                 last_tokens.append(0)
                 continue
             self.retention.record_funnel(tr)
-            st.oracle.record(tr.key, req.full_untruncated_fill_ids, req.extend_end)
+            # [0, prefix_len) was matched or computed under this key before: record the rest.
+            st.oracle.record(tr.key, req.full_untruncated_fill_ids, req.extend_end, known=req.prefix_len)
             if req.extend_end < len(req.full_untruncated_fill_ids):
                 from sglang.srt.mem_cache.common import checkpoint_kv_cache
 

@@ -277,7 +277,7 @@ class _Loop:
         self.hit_rate = 0.0
         self.max_residual = 0
         self.max_delta_protected = 0
-        self.timeline.add(row_from(0, engine.snapshot(), None))
+        self.timeline.add(row_from(0, engine.snapshot(requests=False), None))
 
     def on_step(self, report) -> None:
         self.steps += 1
@@ -290,7 +290,7 @@ class _Loop:
             self.on_progress(self.progress(self.steps, report.clock_s))
 
     def _sample(self, report) -> None:
-        snap = self.engine.snapshot()
+        snap = self.engine.snapshot(requests=False)
         row = row_from(self.steps, snap, report)
         self.timeline.add(row)
         self.hit_rate = row.hit_rate_cumulative
