@@ -53,6 +53,16 @@ def _save(figure, path: Path) -> None:
         handle.write(buffer.getvalue())
 
 
+def _rate_axis(axes, values: Sequence[float]) -> None:
+    """A 0-based ratio axis scaled to the data (small differences between policies stay
+    visible), shown as percentages."""
+    from matplotlib.ticker import PercentFormatter
+
+    top = max(values, default=0.0)
+    axes.set_ylim(0.0, min(1.02, max(0.01, top * 1.25)))
+    axes.yaxis.set_major_formatter(PercentFormatter(1.0))
+
+
 def plot_utilization(rows: Sequence[TimelineRow], path: Path, title: str) -> None:
     """U_KV (evictable counts as used) next to token_usage (evictable counts as free)."""
     figure, axes = _figure(f"KV pool utilization: {title}")
@@ -79,7 +89,7 @@ def plot_hit_rate(rows: Sequence[TimelineRow], path: Path, title: str) -> None:
               linewidth=1.6)
     axes.set_xlabel("virtual time (s, modeled)")
     axes.set_ylabel("token hit rate")
-    axes.set_ylim(0.0, 1.02)
+    _rate_axis(axes, [r.hit_rate_cumulative for r in rows])
     axes.legend(loc="lower right", fontsize=8)
     _save(figure, path)
 
@@ -96,9 +106,12 @@ def plot_hit_rate_vs_pool(points: Sequence[tuple[str, int, float]], path: Path, 
     sizes = [p[1] for p in points]
     if sizes and max(sizes) > 8 * max(min(sizes), 1):
         axes.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     axes.set_xlabel("pool (tokens)")
     axes.set_ylabel("token hit rate")
-    axes.set_ylim(0.0, 1.02)
+    _rate_axis(axes, [p[2] for p in points])
     axes.legend(fontsize=8)
     _save(figure, path)
 
