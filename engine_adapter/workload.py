@@ -1,6 +1,6 @@
 """The contract between a workload (a trace, a scenario) and the embedded engine.
 
-A driver submits `RequestSpec`s and reacts to finished requests (a session's next turn
+A driver submits `RequestSpec`s (arrival times relative to `engine.clock_s` at `prime`) and reacts to finished requests (a session's next turn
 after its tool wait, a fork's children, a scheduled generation bump). The engine never
 knows where requests come from; drivers never touch SGLang objects.
 

@@ -105,6 +105,16 @@ class EmbeddedEngine:
         self.st.counters.requests_submitted += 1
         self.st.push_future(spec)
 
+    @property
+    def cost(self):
+        """The roofline cost model pricing this engine's virtual clock."""
+        return self.st.cost
+
+    @property
+    def clock_s(self) -> float:
+        """The virtual clock, in modeled seconds."""
+        return self.st.clock_s
+
     def has_work(self) -> bool:
         st = self.st
         return bool(st.future or st.waiting or st.partial or st.reloading or st.running)

@@ -44,16 +44,12 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    """Commands whose modules land with later features; absent ones are simply not wired."""
+    """Wire every command module. Each imports only what its --help needs (no torch or
+    SGLang: tests/unit/test_size_imports.py)."""
     import importlib
 
-    for module_name, attr, name, kind in _OPTIONAL:
-        try:
-            module = importlib.import_module(f"kvctl.cli.{module_name}")
-        except ModuleNotFoundError as err:
-            if err.name == f"kvctl.cli.{module_name}":
-                continue
-            raise
+    for module_name, attr, name, kind in _COMMANDS:
+        module = importlib.import_module(f"kvctl.cli.{module_name}")
         target = getattr(module, attr)
         if kind == "group":
             app.add_typer(target, name=name)
@@ -62,7 +58,7 @@ def _register() -> None:
 
 
 # (module, attribute, command name, "command" | "group"), in --help order.
-_OPTIONAL: list[tuple[str, str, str, str]] = [
+_COMMANDS: list[tuple[str, str, str, str]] = [
     ("size", "size_command", "size", "command"),
     ("plan", "plan_app", "plan", "group"),
     ("addr", "addr_command", "addr", "command"),

@@ -81,9 +81,9 @@ def monitor_command(
     if url is not None:
         plan = sources.remote_source(url, kv_events=kv_events)
     elif trace is not None:
-        plan = sources.trace_source(trace, **common)
+        plan = sources.embedded_source(trace=trace, **common)
     else:
-        plan = sources.scenario_source(scenario or sources.DEFAULT_SCENARIO, **common)
+        plan = sources.embedded_source(scenario=scenario or sources.DEFAULT_SCENARIO, **common)
 
     if json_out:
         _print_one_snapshot(plan, wait_s=refresh)

@@ -203,7 +203,7 @@ class MooncakeDriver:
 
     def prime(self, engine) -> None:
         """Arrivals are relative to the engine's clock now (0 for a fresh engine)."""
-        self._origin_s = engine.st.clock_s
+        self._origin_s = engine.clock_s
         self._last_submitted_s = self._origin_s - 1.0
         self._feed(engine, self._origin_s)
 

@@ -34,29 +34,19 @@ class SourcePlan:
     read_only: bool
 
 
-def scenario_source(
-    path: Path,
+def embedded_source(
     *,
+    scenario: Path | None = None,
+    trace: Path | None = None,
     seed: int | None,
     pace: float | None,
     pool_tokens: int | None,
     snapshot_interval_s: float,
 ) -> SourcePlan:
-    plan = plan_live_run(scenario=path, seed=seed, pace=pace, pool_tokens=pool_tokens,
-                         snapshot_interval_s=snapshot_interval_s, tree_interval_s=TREE_INTERVAL_S)
-    return SourcePlan(label=plan.label, build=plan.build, read_only=False)
-
-
-def trace_source(
-    path: Path,
-    *,
-    seed: int | None,
-    pace: float | None,
-    pool_tokens: int | None,
-    snapshot_interval_s: float,
-) -> SourcePlan:
-    plan = plan_live_run(trace=path, seed=seed, pace=pace, pool_tokens=pool_tokens,
-                         snapshot_interval_s=snapshot_interval_s, tree_interval_s=TREE_INTERVAL_S)
+    """A scenario or a trace running live on the embedded engine (validated now)."""
+    plan = plan_live_run(scenario=scenario, trace=trace, seed=seed, pace=pace,
+                         pool_tokens=pool_tokens, snapshot_interval_s=snapshot_interval_s,
+                         tree_interval_s=TREE_INTERVAL_S)
     return SourcePlan(label=plan.label, build=plan.build, read_only=False)
 
 

@@ -18,6 +18,10 @@ pytestmark = pytest.mark.unit
 
 
 class SubmitLog:
+    """Stands in for the engine's submit side: records specs; the clock starts at 0."""
+
+    clock_s = 0.0
+
     def __init__(self) -> None:
         self.specs = []
 

@@ -30,17 +30,18 @@ def test_help_names_the_options():
 
 
 def test_needs_a_workload():
-    """Neither --scenario nor --trace: exit 2 with one line."""
+    """Neither --scenario, --trace nor --url: exit 2 with one line."""
     result = _run()
     assert result.exit_code == 2
-    assert result.stderr == "kvctl: error: give exactly one of --scenario FILE or --trace FILE\n"
+    assert result.stderr == ("kvctl: error: give exactly one of --scenario FILE, --trace FILE "
+                             "or --url URL\n")
 
 
 def test_scenario_and_trace_are_exclusive(workload):
     """Both at once: exit 2."""
     result = _run("--scenario", str(workload), "--trace", str(workload))
     assert result.exit_code == 2
-    assert "exactly one of --scenario FILE or --trace FILE" in result.stderr
+    assert "exactly one of --scenario FILE, --trace FILE or --url URL" in result.stderr
 
 
 def test_missing_file_is_an_input_error(tmp_path):

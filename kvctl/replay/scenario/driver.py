@@ -73,7 +73,7 @@ class ScenarioDriver:
         """Submit every session's first turn; times are relative to the engine's clock now
         (so a live run can start the scenario again on a warm engine)."""
         self.engine = engine
-        origin = engine.st.clock_s
+        origin = engine.clock_s
         self.events = [type(e)(e.at_s + origin, e.action) for e in self.scenario.events]
         counter = 0
         for agent in self.scenario.agents:
@@ -95,7 +95,7 @@ class ScenarioDriver:
             session = self.by_rid.pop(record.rid, None)
             if session is not None:
                 self._next_turn(session, record)
-        while self.events and (self.events[0].at_s <= engine.st.clock_s or report.idle):
+        while self.events and (self.events[0].at_s <= engine.clock_s or report.idle):
             event = self.events.pop(0)
             if event.action == "bump_generation":
                 engine.bump_generation()
@@ -195,7 +195,7 @@ class ScenarioDriver:
         round trip; otherwise offload when a reload beats recompute, else drop."""
         if tool.retention != "auto":
             return tool.retention
-        cost = self.engine.st.cost
+        cost = self.engine.cost
         round_trip = 2 * cost.transfer_seconds(context)
         if tool.wait_s.mean <= round_trip:
             return "retain"
