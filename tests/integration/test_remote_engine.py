@@ -10,16 +10,15 @@ are read from SGLang's allocator and tree directly.
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from engine_adapter.protocol import SnapshotSource
 from engine_adapter.remote.fault_relay import FaultRelay
+from remote_support import PAGE, TINY, loopback_cls, prompt  # noqa: F401 (fixture)
 from engine_adapter.remote.loopback_http import LoopbackHttp
 from engine_adapter.remote.reconcile import DriftTolerance
 from engine_adapter.remote.remote_engine import RemoteEngine
@@ -28,21 +27,10 @@ from kvctl.errors import InputError
 
 pytestmark = pytest.mark.integration
 
-TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_llama"
-PAGE = 4
-_fresh = itertools.count(1)
 
 
-def prompt(length, *, prefix=()):
-    base = next(_fresh) * 1_000
-    return list(prefix) + [base + i for i in range(length)]
 
 
-@pytest.fixture(scope="session")
-def loopback_cls():
-    from engine_adapter.remote.loopback import LoopbackServer
-
-    return LoopbackServer
 
 
 @pytest.fixture(scope="module")

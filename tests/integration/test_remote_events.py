@@ -10,36 +10,22 @@ replay ROUTER is always SGLang's.
 
 from __future__ import annotations
 
-import itertools
 import random
 import time
-from pathlib import Path
 
 import pytest
 
 from engine_adapter.remote.event_stream import EventStream
 from engine_adapter.remote.fault_relay import FaultRelay
+from remote_support import PAGE, TINY, loopback_cls, prompt  # noqa: F401 (fixture)
 from engine_adapter.remote.routing import namespace_seed, namespaced, page_hashes
 
 pytestmark = pytest.mark.integration
 
-TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_llama"
-PAGE = 4
-_fresh = itertools.count(1)
 
 
-def prompt(length: int, *, prefix: list[int] | None = None) -> list[int]:
-    """A prompt no earlier test used (token ids unique per call), after `prefix`."""
-    base = next(_fresh) * 1_000
-    return list(prefix or []) + [base + i for i in range(length)]
 
 
-@pytest.fixture(scope="session")
-def loopback_cls():
-    """SGLang's mem_cache imports once per session (about 10 s)."""
-    from engine_adapter.remote.loopback import LoopbackServer
-
-    return LoopbackServer
 
 
 @pytest.fixture(scope="module")
