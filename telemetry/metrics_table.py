@@ -26,7 +26,7 @@ MetricKind = Literal["gauge", "counter", "info"]
 
 # States a RequestView can be in (engine_adapter/snapshot.py); anything else counts as "other".
 REQUEST_STATES: tuple[str, ...] = (
-    "waiting", "running", "retained", "offloaded", "reloading", "finished", "other",
+    "waiting", "prefill", "running", "retained", "offloaded", "reloading", "finished", "other",
 )
 POOL_STATES: tuple[str, ...] = ("free", "evictable", "protected", "private")
 PREFIX_LENGTHS: tuple[str, ...] = ("prompt", "semantic", "indexed", "cap", "runtime")
