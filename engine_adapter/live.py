@@ -57,7 +57,6 @@ class LiveRun:
         self.snapshot_interval_s = snapshot_interval_s
         self.tree_interval_s = tree_interval_s
         self._next_tree = 0.0
-        self._tree_snapshot: Snapshot | None = None
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._running = threading.Event()
@@ -128,8 +127,6 @@ class LiveRun:
         if per_node:
             self._next_tree = now + self.tree_interval_s
         self._snapshot = self.engine.snapshot(per_node_refs=per_node)
-        if per_node:
-            self._tree_snapshot = self._snapshot
 
     # ---- reads -------------------------------------------------------------------------
 
@@ -138,10 +135,6 @@ class LiveRun:
         if self.error is not None:
             raise RuntimeFailure(f"the live run stopped: {self.error}")
         return self._snapshot
-
-    def last_tree_snapshot(self) -> Snapshot | None:
-        """The latest snapshot that carries SGLang's per-node tree (None before the first)."""
-        return self._tree_snapshot
 
     def take_receipts(self) -> list[Receipt]:
         with self._lock:

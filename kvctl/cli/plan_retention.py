@@ -104,7 +104,7 @@ def _render(plan: RetentionPlan) -> Rendered:
         f"reload over {primary.name} takes {ms(primary.reload_seconds)}, recompute "
         f"{secs(plan.recompute_seconds)}: {primary.speedup_vs_recompute:,.1f}x, the same at every context length",
         f"offload pays off for waits beyond {ms(primary.break_even_seconds)} (the round trip"
-        + (f" scaled by mu_HBM/(mu_HBM - mu_DRAM)" if plan.dram_price_ratio else "")
+        + (" scaled by mu_HBM/(mu_HBM - mu_DRAM)" if plan.dram_price_ratio else "")
         + (f", plus {ms(plan.stall_seconds)} tolerated stall" if plan.stall_seconds else "") + ")",
     ]
     why.extend(f"{d.tool}: {d.decision.value} — {d.reason}" for d in plan.decisions)

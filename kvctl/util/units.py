@@ -30,13 +30,6 @@ def fmt_bytes(n: float, *, decimal: bool = False, digits: int = 2) -> str:
     return f"{n:.0f} B"
 
 
-def fmt_count(n: float) -> str:
-    """Thousands separators for integers, three significant decimals otherwise."""
-    if float(n).is_integer():
-        return f"{int(n):,}"
-    return f"{n:,.3f}"
-
-
 def fmt_pct(fraction: float | None, digits: int = 1) -> str:
     """A fraction as a percentage; None (not observable / not applicable) as an em dash."""
     if fraction is None:

@@ -1,4 +1,4 @@
-"""Shared by the remote-attach integration tests: fresh prompts and SGLang's loopback server.
+"""Shared by the remote-attach integration tests: fresh prompts, the page size, the tiny model.
 
 Not a test module (no `test_` prefix); imported by name because pytest puts this directory
 on sys.path for its test files.
@@ -9,8 +9,6 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import pytest
-
 TINY = Path(__file__).resolve().parents[1] / "fixtures" / "tiny_llama"
 PAGE = 4
 _fresh = itertools.count(1)
@@ -20,11 +18,3 @@ def prompt(length: int, *, prefix=()) -> list[int]:
     """A prompt no earlier test used (token ids unique per call), after `prefix`."""
     base = next(_fresh) * 1_000
     return list(prefix or []) + [base + i for i in range(length)]
-
-
-@pytest.fixture(scope="session")
-def loopback_cls():
-    """SGLang's mem_cache imports once per session (about 10 s)."""
-    from engine_adapter.remote.loopback import LoopbackServer
-
-    return LoopbackServer

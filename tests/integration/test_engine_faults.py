@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine_adapter.embedded.prefill import state_digest
 from engine_adapter.embedded.requests import RequestSpec
 from kvctl.errors import InputError, IntegrityError
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from engine_adapter.protocol import SnapshotSource
 from engine_adapter.remote.fault_relay import FaultRelay
-from remote_support import PAGE, TINY, loopback_cls, prompt  # noqa: F401 (fixture)
+from remote_support import PAGE, TINY, prompt
 from engine_adapter.remote.loopback_http import LoopbackHttp
 from engine_adapter.remote.reconcile import DriftTolerance
 from engine_adapter.remote.remote_engine import RemoteEngine

@@ -17,7 +17,7 @@ import pytest
 
 from engine_adapter.remote.event_stream import EventStream
 from engine_adapter.remote.fault_relay import FaultRelay
-from remote_support import PAGE, TINY, loopback_cls, prompt  # noqa: F401 (fixture)
+from remote_support import PAGE, TINY, prompt
 from engine_adapter.remote.routing import namespace_seed, namespaced, page_hashes
 
 pytestmark = pytest.mark.integration

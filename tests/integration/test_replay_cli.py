@@ -95,9 +95,9 @@ def test_impossible_pool_is_refused_before_running(tmp_path):
     result = run(HEAD, "--limit", "1", "--pool-tokens", "4096")
     assert result.exit_code == 2
     assert result.stderr == (
-        f"kvctl: error: impossible pool: 4,096 tokens (256 pages of 16) cannot hold the largest "
-        f"request in head_500.jsonl (7,258 tokens = 454 pages); give a larger --pool-tokens / "
-        f"--pool-gb, or --pool-tokens 0 for unbounded\n")
+        "kvctl: error: impossible pool: 4,096 tokens (256 pages of 16) cannot hold the largest "
+        "request in head_500.jsonl (7,258 tokens = 454 pages); give a larger --pool-tokens / "
+        "--pool-gb, or --pool-tokens 0 for unbounded\n")
 
 
 def test_same_seed_same_report_byte_for_byte(tmp_path):

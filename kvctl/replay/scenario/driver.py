@@ -15,7 +15,6 @@ the head: a per-call timestamp, tool-list churn, nondeterministic schema seriali
 
 from __future__ import annotations
 
-import heapq
 import random
 from dataclasses import dataclass, field
 
