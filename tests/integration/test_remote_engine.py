@@ -28,11 +28,6 @@ from kvctl.errors import InputError
 pytestmark = pytest.mark.integration
 
 
-
-
-
-
-
 @pytest.fixture(scope="module")
 def server(loopback_cls):
     srv = loopback_cls(page_size=PAGE, pool_tokens=256, model_dir=TINY, metrics=True)

@@ -23,11 +23,6 @@ from engine_adapter.remote.routing import namespace_seed, namespaced, page_hashe
 pytestmark = pytest.mark.integration
 
 
-
-
-
-
-
 @pytest.fixture(scope="module")
 def server(loopback_cls):
     srv = loopback_cls(page_size=PAGE, pool_tokens=256, model_dir=TINY, metrics=False)
