@@ -2,7 +2,7 @@
 PY      ?= python3.11
 VENV    := .venv
 BIN     := $(VENV)/bin
-PIP     := $(BIN)/pip --disable-pip-version-check -q
+PIP     := $(BIN)/python -m pip --disable-pip-version-check -q
 STAMP   := $(VENV)/.kvctl-setup-done
 REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/kvctl.txt requirements/dev.txt pyproject.toml
 
