@@ -98,8 +98,17 @@ class SnapshotCollector(Collector):
         for spec in METRICS:
             yield _family(spec)
 
+    def read(self) -> tuple[Snapshot | None, float, BaseException | None]:
+        """One single-flight read: (snapshot or None, seconds it took, error or None)."""
+        return self._reader.read()
+
     def collect(self) -> Iterator[Metric]:
-        snapshot, read_seconds, error = self._reader.read()
+        return self.families(self._reader.read())
+
+    def families(self, read: tuple[Snapshot | None, float, BaseException | None]
+                 ) -> Iterator[Metric]:
+        """Every family for one `read()` result (`kvctl_up 0` alone when it failed)."""
+        snapshot, read_seconds, error = read
         up = _family(_UP)
         up.add_metric([], 0.0 if snapshot is None else 1.0)
         yield up

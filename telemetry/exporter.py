@@ -2,7 +2,8 @@
 
 `serve()` binds (loopback by default), starts the server thread and returns a `MetricsServer`
 the caller closes. Paths: `/metrics` (Prometheus text or OpenMetrics, negotiated, gzip when
-asked, via prometheus_client's WSGI app), `/` (a one-line pointer), anything else 404.
+asked; the kvctl families are rendered once per snapshot and shared by every scrape of it,
+see scrape_cache.py), `/` (a one-line pointer), anything else 404.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import errno
 import socket
 import threading
 from typing import Any, Callable, Iterable
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
@@ -20,6 +22,7 @@ from engine_adapter.protocol import SnapshotSource
 from kvctl.errors import InputError
 from telemetry.collector import SnapshotCollector
 from telemetry.hygiene import NamespaceLabeler
+from telemetry.scrape_cache import ScrapeRenderer
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9464  # the OpenTelemetry/Prometheus exporter convention
@@ -31,11 +34,16 @@ class _QuietHandler(WSGIRequestHandler):
         pass  # one line per scrape is noise; errors surface as kvctl_up 0
 
 
-def _routes(metrics_app: Callable) -> Callable:
+def _routes(renderer: ScrapeRenderer, filtered_app: Callable) -> Callable:
     def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         if path == "/metrics":
-            return metrics_app(environ, start_response)
+            if "name[]" in parse_qs(environ.get("QUERY_STRING", "")):
+                return filtered_app(environ, start_response)  # rare: rendered uncached
+            body, headers = renderer.body(environ.get("HTTP_ACCEPT"),
+                                          environ.get("HTTP_ACCEPT_ENCODING"))
+            start_response("200 OK", headers)
+            return [body]
         if path == "/":
             start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
             return [b"kvctl exporter: metrics at /metrics\n"]
@@ -52,10 +60,11 @@ class MetricsServer:
     """
 
     def __init__(self, httpd: ThreadingWSGIServer, collector: SnapshotCollector,
-                 registry: CollectorRegistry) -> None:
+                 registry: CollectorRegistry, renderer: ScrapeRenderer) -> None:
         self._httpd = httpd
         self.collector = collector
         self.registry = registry
+        self.renderer = renderer
         self.host, self.port = httpd.server_address[:2]
         self._thread = threading.Thread(target=httpd.serve_forever, name="kvctl-exporter",
                                         kwargs={"poll_interval": 0.1}, daemon=True)
@@ -96,8 +105,12 @@ def serve(source: SnapshotSource, host: str = DEFAULT_HOST, port: int = DEFAULT_
         raise InputError(f"port {port} is out of range 0-65535")
     registry = registry if registry is not None else CollectorRegistry()
     collector = SnapshotCollector(source, registry=registry, labeler=labeler, max_age_s=max_age_s)
+    per_scrape = None
     if process_metrics:
-        ProcessCollector(registry=registry)
+        per_scrape = CollectorRegistry()
+        process = ProcessCollector(registry=per_scrape)
+        registry.register(process)  # also in `registry`, for name[] filtered scrapes
+    renderer = ScrapeRenderer(collector, per_scrape)
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                     flags=socket.AI_PASSIVE)[0][0]
@@ -109,9 +122,9 @@ def serve(source: SnapshotSource, host: str = DEFAULT_HOST, port: int = DEFAULT_
         request_queue_size = _LISTEN_BACKLOG
 
     try:
-        httpd = make_server(host, port, _routes(make_wsgi_app(registry)), _Server,
+        httpd = make_server(host, port, _routes(renderer, make_wsgi_app(registry)), _Server,
                             handler_class=_QuietHandler)
     except OSError as err:
         reason = "address already in use" if err.errno == errno.EADDRINUSE else err.strerror
         raise InputError(f"cannot listen on {host}:{port}: {reason}") from None
-    return MetricsServer(httpd, collector, registry)
+    return MetricsServer(httpd, collector, registry, renderer)
