@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine_adapter.funnel import Funnel
+from engine_adapter.tree_nodes import EMPTY, TreeNodes, TreeNodeView  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,28 +174,6 @@ class TreeStats:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TreeNodeView:
-    """One radix-tree node as SGLang prints it, plus what kvctl derives about it.
-
-    recorded_lock_ref: SGLang's own count. derived_lock_ref: live leases whose locked path
-    contains the node. holders: those leases (request ids, `session:<id>`). namespace:
-    the hashed label of the holders' namespace when a lease explains the node, else None
-    (SGLang's printout does not name a node's namespace). Token ids are never included.
-    """
-
-    node_id: int
-    parent_id: int | None
-    depth: int
-    tokens: int
-    pages: int
-    recorded_lock_ref: int
-    derived_lock_ref: int
-    holders: tuple[str, ...] = ()
-    namespace: str | None = None
-    medium: str = "device"
-
-
-@dataclass(frozen=True, kw_only=True)
 class RequestView:
     """One request as an operator sees it (no token ids, no prompt text)."""
 
@@ -268,9 +247,13 @@ class Snapshot:
     tree: TreeStats
     alerts: tuple[Alert, ...] = ()
     requests: tuple[RequestView, ...] = ()
-    tree_nodes: tuple[TreeNodeView, ...] = ()  # filled only by per-node reads
+    tree_nodes: TreeNodes = EMPTY  # filled only by per-node reads (a tuple of views is converted)
     connected: bool = True
     notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tree_nodes, TreeNodes):  # rows given: store them by column
+            object.__setattr__(self, "tree_nodes", TreeNodes.of(self.tree_nodes))
 
     @property
     def hit_rate(self) -> float | None:

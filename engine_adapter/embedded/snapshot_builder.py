@@ -12,7 +12,7 @@ from engine_adapter.instrument.alerts import AlertEvaluator, AlertInputs, AlertT
 from engine_adapter.instrument.ledger import read_ledger
 from engine_adapter.instrument.refs import derive, reconcile
 from engine_adapter.instrument.tree_dump import dump_nodes
-from engine_adapter.snapshot import EngineInfo, MappingLag, RequestView, Snapshot, TreeNodeView, TreeStats
+from engine_adapter.snapshot import EngineInfo, MappingLag, RequestView, Snapshot, TreeNodes, TreeStats
 
 MAX_REQUEST_VIEWS = 500
 
@@ -98,23 +98,27 @@ class SnapshotBuilder:
             tokens_by_medium=(("device", cached), ("host", ledger.host_tokens)),
         )
 
-    def _tree_nodes(self, dumped, leases) -> tuple[TreeNodeView, ...]:
+    def _tree_nodes(self, dumped, leases) -> TreeNodes:
+        """The per-node read by column (engine_adapter/tree_nodes.py), built in one pass."""
         if dumped is None:
-            return ()
+            return TreeNodes.of(())
         derived = derive(self.st.sg.tree_cache, leases)
         label_of = {t.req.rid: t.namespace_label for t in self.st.live_tracked()}
         page = self.st.config.page_size
-        views = []
+        holders_col, namespace_col, derived_col = [], [], []
         for node in dumped:
             holders = tuple(sorted(set(derived.holders.get(node.node_id, ()))))
             labels = {label_of[h] for h in holders if h in label_of}
-            views.append(TreeNodeView(
-                node_id=node.node_id, parent_id=node.parent_id, depth=node.depth,
-                tokens=node.key_tokens, pages=-(-node.key_tokens // page),
-                recorded_lock_ref=node.lock_ref, derived_lock_ref=derived.counts.get(node.node_id, 0),
-                holders=holders, namespace=labels.pop() if len(labels) == 1 else None,
-            ))
-        return tuple(views)
+            holders_col.append(holders)
+            namespace_col.append(labels.pop() if len(labels) == 1 else None)
+            derived_col.append(derived.counts.get(node.node_id, 0))
+        return TreeNodes(
+            node_id=[n.node_id for n in dumped], parent_id=[n.parent_id for n in dumped],
+            depth=[n.depth for n in dumped], tokens=[n.key_tokens for n in dumped],
+            pages=[-(-n.key_tokens // page) for n in dumped],
+            recorded_lock_ref=[n.lock_ref for n in dumped], derived_lock_ref=derived_col,
+            holders=holders_col, namespace=namespace_col,
+        )
 
     def _mapping(self) -> MappingLag:
         st = self.st

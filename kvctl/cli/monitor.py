@@ -9,7 +9,6 @@ another workload; `--url URL` attaches read-only to a running SGLang server. Key
 
 from __future__ import annotations
 
-import gc
 import sys
 import time
 from pathlib import Path
@@ -100,14 +99,14 @@ def monitor_command(
 
 
 def _frozen_after(build):
-    """`build`, then gc.freeze(): SGLang and torch leave millions of long-lived objects, and
-    a full GC pass over them took ~330 ms (benchmarks/bench_tui.py), a visible UI stall.
-    Frozen once, they are skipped; everything allocated later (snapshots, trees) is still
-    collected. Only for the UI process, which owns its heap."""
+    """`build`, then settle the heap for a UI (kvctl/tui/heap.py): only for the UI process,
+    which owns its heap."""
 
     def build_and_freeze():
+        from kvctl.tui.heap import settle_heap
+
         source = build()
-        gc.freeze()
+        settle_heap()
         return source
 
     return build_and_freeze

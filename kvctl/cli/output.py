@@ -10,6 +10,7 @@ import dataclasses
 import enum
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import typer
@@ -33,15 +34,15 @@ def _stdout():
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Dataclasses, NamedTuples, enums, tuples and non-finite floats to plain JSON values."""
+    """Dataclasses, NamedTuples, enums, sequences and non-finite floats to plain JSON values."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, tuple) and hasattr(obj, "_asdict"):
         return {k: to_jsonable(v) for k, v in obj._asdict().items()}
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)):
+        return [to_jsonable(v) for v in obj]  # lists, tuples, a per-node read (TreeNodes)
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, float) and not math.isfinite(obj):

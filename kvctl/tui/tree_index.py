@@ -6,10 +6,10 @@ is one pass over the nodes; sorting happens per parent, only when that parent is
 
 ::
 
-    tree_nodes (SGLang's depth-first order)       TreeIndex
-    [3] parent None   3,488 tok                   children[ROOT] = [3]
-      [2] parent 3    4,176 tok                   children[3]    = [4, 2]   (largest first)
-      [4] parent 3    6,064 tok                   path(2)        = [3, 2]   (root excluded)
+    tree_nodes (SGLang's depth-first order)       TreeIndex (rows are positions in the read)
+    row 0 [3] parent None   3,488 tok             children[ROOT] = (0,)
+    row 1 [2] parent 3      4,176 tok             children[3]    = (1, 2)  -> shown [4, 2]
+    row 2 [4] parent 3      6,064 tok             path(2)        = [3, 2]   (root excluded)
 
 Pure: no Textual, no I/O. Node ids are SGLang's; the root has no `TreeNodeView` of its own
 and is addressed as ROOT (None), like `TreeNodeView.parent_id` does for its children.
@@ -21,9 +21,12 @@ import heapq
 from collections.abc import Collection
 from typing import NamedTuple
 
-from engine_adapter.snapshot import TreeNodeView
+import numpy as np
+
+from engine_adapter.snapshot import TreeNodes, TreeNodeView
 
 ROOT = None  # parent_id of the root's children (engine_adapter/snapshot.py)
+_ROOT_KEY = -1  # ROOT in the parent array (SGLang's node ids are >= 0)
 
 
 class ChildPage(NamedTuple):
@@ -33,38 +36,54 @@ class ChildPage(NamedTuple):
     hidden: int
 
 
-def _largest_first(node: TreeNodeView) -> tuple[int, int]:
-    return (-node.tokens, node.node_id)
-
-
 class TreeIndex:
-    """Read-only lookups over one tuple of `TreeNodeView`s. Mutates only its own caches."""
+    """Read-only lookups over one per-node read. Mutates only its own caches.
 
-    def __init__(self, nodes: tuple[TreeNodeView, ...]) -> None:
-        self.nodes = nodes
-        self.by_id: dict[int, TreeNodeView] = {node.node_id: node for node in nodes}
-        children: dict[int | None, list[TreeNodeView]] = {}
-        for node in nodes:
-            bucket = children.get(node.parent_id)
-            if bucket is None:
-                children[node.parent_id] = [node]
-            else:
-                bucket.append(node)
-        self._children = children
-        self._ordered: dict[tuple[int | None, int], list[TreeNodeView]] = {}
+    Reads the read's columns (`TreeNodes`) and keeps rows as integer positions, so the
+    index of a 100k-node tree is a dict of ints and two integer arrays: no object per node
+    or per parent for the garbage collector to rescan (see engine_adapter/tree_nodes.py).
+    `TreeNodeView`s are built only for what is asked: a page of children, one node.
+    """
+
+    def __init__(self, nodes: TreeNodes | tuple[TreeNodeView, ...]) -> None:
+        self.nodes = nodes if isinstance(nodes, TreeNodes) else TreeNodes.of(nodes)
+        cols = self.nodes
+        self._row: dict[int, int] = dict(zip(cols.node_id, range(len(cols.node_id))))
+        # Children as one sorted array (CSR): rows ordered by parent id, tree order kept
+        # within a parent; a parent's children are the slice its id spans. Two arrays,
+        # not one list per parent: nothing here for the garbage collector to rescan.
+        parents = np.fromiter((_ROOT_KEY if p is None else p for p in cols.parent_id),
+                              dtype=np.int64, count=len(cols.parent_id))
+        self._by_parent = np.argsort(parents, kind="stable")
+        self._parent_sorted = parents[self._by_parent]
+        self._ordered: dict[tuple[int | None, int], tuple[int, ...]] = {}
+
+    def _child_rows(self, parent: int | None) -> np.ndarray:
+        key = _ROOT_KEY if parent is None else parent
+        lo = int(np.searchsorted(self._parent_sorted, key, side="left"))
+        hi = int(np.searchsorted(self._parent_sorted, key, side="right"))
+        return self._by_parent[lo:hi]
 
     def __len__(self) -> int:
         return len(self.nodes)
 
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._row
+
     def get(self, node_id: int | None) -> TreeNodeView | None:
-        return None if node_id is None else self.by_id.get(node_id)
+        row = None if node_id is None else self._row.get(node_id)
+        return None if row is None else self.nodes.row(row)
+
+    def parent_of(self, node_id: int) -> int | None:
+        """The parent id of a node in this read (ROOT for the root's children)."""
+        return self.nodes.parent_id[self._row[node_id]]
 
     def child_count(self, parent: int | None) -> int:
-        return len(self._children.get(parent, ()))
+        return len(self._child_rows(parent))
 
     @property
     def cached_tokens(self) -> int:
-        return sum(node.tokens for node in self.nodes)
+        return sum(self.nodes.tokens)
 
     def children(
         self,
@@ -78,44 +97,52 @@ class TreeIndex:
 
         keep: when given, only these node ids are eligible (the filter's matches and their
         ancestors). pinned: ids shown even beyond `limit` (the path a jump opened)."""
-        candidates = self._children.get(parent, ())
+        ids = self.nodes.node_id
+        candidates = self._child_rows(parent).tolist()
         if keep is not None:
-            candidates = [node for node in candidates if node.node_id in keep]
+            candidates = [row for row in candidates if ids[row] in keep]
         shown = self._first(parent, candidates, limit, cacheable=keep is None)
         if pinned and len(candidates) > len(shown):
-            present = {node.node_id for node in shown}
-            extra = [
-                node
-                for node in candidates
-                if node.node_id in pinned and node.node_id not in present
-            ]
-            shown = shown + extra
-        return ChildPage(shown=tuple(shown), hidden=len(candidates) - len(shown))
+            present = set(shown)
+            shown = shown + tuple(
+                row for row in candidates if ids[row] in pinned and row not in present
+            )
+        row = self.nodes.row
+        return ChildPage(shown=tuple(row(r) for r in shown), hidden=len(candidates) - len(shown))
 
-    def _first(self, parent, candidates, limit: int, *, cacheable: bool) -> list[TreeNodeView]:
+    def _first(self, parent, candidates: list[int], limit: int, *,
+               cacheable: bool) -> tuple[int, ...]:
+        tokens, ids = self.nodes.tokens, self.nodes.node_id
+
+        def largest_first(row: int) -> tuple[int, int]:
+            return (-tokens[row], ids[row])
+
         if len(candidates) <= limit:
-            return sorted(candidates, key=_largest_first)
+            return tuple(sorted(candidates, key=largest_first))
         key = (parent, limit)
         if cacheable and key in self._ordered:
             return self._ordered[key]
-        first = heapq.nsmallest(limit, candidates, key=_largest_first)
+        first = tuple(heapq.nsmallest(limit, candidates, key=largest_first))
         if cacheable:
             self._ordered[key] = first
         return first
 
     def path(self, node_id: int) -> list[int]:
         """Node ids from the root's child down to `node_id` (inclusive); [] if unknown."""
+        ids, parents = self.nodes.node_id, self.nodes.parent_id
         path: list[int] = []
-        node = self.by_id.get(node_id)
-        while node is not None:
-            path.append(node.node_id)
-            node = self.by_id.get(node.parent_id) if node.parent_id is not None else None
+        row = self._row.get(node_id)
+        while row is not None:
+            path.append(ids[row])
+            parent = parents[row]
+            row = None if parent is None else self._row.get(parent)
         path.reverse()
         return path
 
     def path_tokens(self, node_id: int) -> int:
         """Tokens from the root to the end of `node_id`: the prefix length the node completes."""
-        return sum(self.by_id[n].tokens for n in self.path(node_id))
+        tokens = self.nodes.tokens
+        return sum(tokens[self._row[n]] for n in self.path(node_id))
 
     def matches(self, query: str, *, limit: int) -> list[int]:
         """Node ids matching `query`, in tree order, at most `limit`.
@@ -127,27 +154,31 @@ class TreeIndex:
             return []
         digits = query.removeprefix("#")
         if digits.isdigit():
-            return [int(digits)] if int(digits) in self.by_id else []
+            return [int(digits)] if int(digits) in self._row else []
         needle = query.lower()
+        cols = self.nodes
         found: list[int] = []
-        for node in self.nodes:
+        for node_id, holders, namespace, medium in zip(
+            cols.node_id, cols.holders, cols.namespace, cols.medium
+        ):
             if (
-                any(needle in holder.lower() for holder in node.holders)
-                or (node.namespace is not None and needle in node.namespace.lower())
-                or needle in node.medium.lower()
+                any(needle in holder.lower() for holder in holders)
+                or (namespace is not None and needle in namespace.lower())
+                or needle in medium.lower()
             ):
-                found.append(node.node_id)
+                found.append(node_id)
                 if len(found) >= limit:
                     break
         return found
 
     def node_held_by(self, rid: str) -> int | None:
         """The deepest node whose holders include `rid` (the end of the path it locks)."""
-        best: TreeNodeView | None = None
-        for node in self.nodes:
-            if rid in node.holders and (best is None or node.depth > best.depth):
-                best = node
-        return None if best is None else best.node_id
+        cols = self.nodes
+        best: tuple[int, int] | None = None  # (depth, node id)
+        for node_id, holders, depth in zip(cols.node_id, cols.holders, cols.depth):
+            if rid in holders and (best is None or depth > best[0]):
+                best = (depth, node_id)
+        return None if best is None else best[1]
 
     def keep_for(self, node_ids: Collection[int]) -> set[int]:
         """`node_ids` plus every ancestor: what a filtered view must show to reach them."""
@@ -160,10 +191,10 @@ class TreeIndex:
         return keep
 
 
-_last: tuple[tuple[TreeNodeView, ...], TreeIndex] | None = None
+_last: tuple[TreeNodes, TreeIndex] | None = None
 
 
-def index_for(nodes: tuple[TreeNodeView, ...]) -> TreeIndex:
+def index_for(nodes: TreeNodes) -> TreeIndex:
     """The TreeIndex of `nodes`, reusing the last one built for the same tuple object.
 
     The app's polling worker calls this off the UI thread as soon as a per-node read

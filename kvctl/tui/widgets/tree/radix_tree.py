@@ -64,7 +64,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self.index, self.read_at_step = index, read_at_step
         if self.query_text:
             self._compute_filter()
-        self._expanded = {n for n in self._expanded if n is ROOT or n in index.by_id}
+        self._expanded = {n for n in self._expanded if n is ROOT or n in index}
         self._sync_all()
 
     def apply_filter(self, query: str) -> int:
@@ -86,7 +86,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
     def jump_to(self, node_id: int) -> TreeNode | None:
         """Expand the path to `node_id` and put the cursor on it; None if it is not in the
         last per-node read."""
-        if self.index is None or node_id not in self.index.by_id:
+        if self.index is None or node_id not in self.index:
             return None
         path = self.index.path(node_id)
         self._pinned = set(path)
@@ -139,7 +139,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._matches = set(matches)
         self.match_count = len(matches)
         self._keep = self.index.keep_for(matches) if self.index else set()
-        parents = {self.index.by_id[n].parent_id for n in self._keep} if self.index else set()
+        parents = {self.index.parent_of(n) for n in self._keep} if self.index else set()
         self._expanded = {ROOT} | parents
 
     def _sync_all(self) -> None:
