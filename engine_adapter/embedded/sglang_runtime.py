@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from engine_adapter.stdout_lock import STDOUT_LOCK
 from engine_adapter.embedded.config import EngineConfig
 from kvctl.errors import RuntimeFailure
 
@@ -46,17 +47,18 @@ class SGLangComponents(NamedTuple):
 def stdout_to_stderr():
     """SGLang prints its whole radix tree to fd 1 when an allocation fails (the Rust core
     writes there directly). kvctl's stdout carries `--json` documents, so allocation calls
-    run with fd 1 pointed at stderr."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
+    run with fd 1 pointed at stderr, under the process-wide stdout lock."""
+    with STDOUT_LOCK:
         sys.stdout.flush()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+        saved = os.dup(1)
+        try:
+            os.dup2(2, 1)
+            with contextlib.redirect_stdout(sys.stderr):
+                yield
+            sys.stdout.flush()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def _quiet_sglang() -> None:

@@ -22,6 +22,8 @@ import sys
 import tempfile
 from typing import Any, NamedTuple
 
+from engine_adapter.stdout_lock import STDOUT_LOCK
+
 _LINE = re.compile(r"^\s*\[(\d+)\]\s+(\d+)\s+full_lock=(-?\d+)")
 
 
@@ -35,6 +37,11 @@ class DumpedNode(NamedTuple):
 
 def capture_pretty_print(tree_cache: Any) -> str:
     """Run `tree_cache.pretty_print()` and return everything it printed."""
+    with STDOUT_LOCK:
+        return _capture(tree_cache)
+
+
+def _capture(tree_cache: Any) -> str:
     sys.stdout.flush()
     python_side = io.StringIO()
     with tempfile.TemporaryFile(mode="w+b") as sink:

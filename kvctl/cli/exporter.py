@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvctl.cli.output import console
+from kvctl.cli.output import console, emit
 from kvctl.errors import InputError, RuntimeFailure
 
 Opt = typer.Option
@@ -65,6 +65,7 @@ def exporter_command(
     if not 0 <= port <= 65535:
         raise InputError(f"--port {port} is out of range 0-65535")
 
+    from engine_adapter.stdout_lock import STDOUT_LOCK
     from telemetry.hygiene import NamespaceLabeler
     from telemetry.otel import from_environment, otlp_enabled
     from telemetry.service import run_exporter
@@ -86,15 +87,17 @@ def exporter_command(
                         "interval_s": interval, "otlp": spans is not None,
                         "loopback": _is_loopback(server.host)}
             if json_out:  # one line, so a parent process can read the address and go on
-                typer.echo(json.dumps(document))
+                emit(json.dumps(document))
                 return
-            console().print(f"kvctl exporter: serving [bold]{server.url}[/bold] ({kind} "
-                            f"{workload}, pace {pace or 'max'}); Ctrl-C to stop", soft_wrap=True)
-            if not document["loopback"]:
-                console().print(f"[yellow]warning:[/yellow] listening on {server.host}: "
-                                "reachable from other hosts", soft_wrap=True)
-            if spans is not None:
-                console().print("OpenTelemetry: exporting receipt spans over OTLP/HTTP")
+            with STDOUT_LOCK:  # the live run's worker may be redirecting fd 1 right now
+                out = console()
+                out.print(f"kvctl exporter: serving [bold]{server.url}[/bold] ({kind} "
+                          f"{workload}, pace {pace or 'max'}); Ctrl-C to stop", soft_wrap=True)
+                if not document["loopback"]:
+                    out.print(f"[yellow]warning:[/yellow] listening on {server.host}: "
+                              "reachable from other hosts", soft_wrap=True)
+                if spans is not None:
+                    out.print("OpenTelemetry: exporting receipt spans over OTLP/HTTP")
 
         run_exporter(source, host=host, port=port, interval_s=interval, duration_s=duration,
                      labeler=labeler, spans=spans, on_ready=announce)

@@ -52,4 +52,14 @@ def to_jsonable(obj: Any) -> Any:
 
 def print_json(data: Any) -> None:
     """Print `data` as indented JSON on stdout (the `--json` contract)."""
-    typer.echo(json.dumps(to_jsonable(data), indent=2, sort_keys=False))
+    emit(json.dumps(to_jsonable(data), indent=2, sort_keys=False))
+
+
+def emit(line: str) -> None:
+    """Write one machine-read document to the real stdout and flush it, holding the lock
+    that keeps another thread's fd-1 redirect (an allocation, a tree dump) from capturing it."""
+    from engine_adapter.stdout_lock import STDOUT_LOCK
+
+    with STDOUT_LOCK:
+        typer.echo(line)
+        _stdout().flush()
