@@ -66,11 +66,13 @@ def gb_to_bytes(value: float, *, name: str) -> int:
 
 @dataclass(frozen=True)
 class Rendered:
-    """What a command shows: a title, tables, and one 'why' line per recommendation."""
+    """What a command shows: a title, tables, one 'why' line per recommendation, and the
+    assumptions (kvctl.sizing.budget.Assumption) the numbers rest on."""
 
     title: str
     tables: Sequence[Table]
     why: Sequence[str] = ()
+    assumptions: Sequence[Any] = ()
 
 
 def emit(as_json: bool, document: dict[str, Any], rendered: Rendered) -> None:
@@ -90,6 +92,13 @@ def emit(as_json: bool, document: dict[str, Any], rendered: Rendered) -> None:
         target.print(table)
     for line in rendered.why:
         out.print(f"why: {line}", highlight=False, soft_wrap=True)
+    for item in rendered.assumptions:
+        out.print(f"assumes: {item.name}: {item.value} ({item.source})", highlight=False,
+                  soft_wrap=True)
+    if rendered.tables:
+        from kvctl.cli.glossary_terms import FOOTER
+
+        out.print(FOOTER, highlight=False, style="dim")
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:

@@ -13,8 +13,10 @@ from kvctl.cli.app import app
 pytestmark = pytest.mark.unit
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+# Seed 003 napkin math 0.1's own inputs: 141.2 GB of weights, 2.5 GB reserve, no headroom.
 NAPKIN_0_1 = ["size", "--model", "Llama-3.1-70B", "--gpu", "H100-SXM", "--gpus", "8", "--tp", "8",
-              "--weights-gb", "141.2", "--reserve-gb", "2.5", "--context", "8192,32768,131072"]
+              "--weights-gb", "141.2", "--reserve-gb", "2.5", "--headroom", "0",
+              "--context", "8192,32768,131072"]
 
 
 def run(*args: str):
@@ -44,12 +46,28 @@ def test_json_document_carries_the_numbers():
 
 
 def test_demo_command_with_the_long_context_preset():
-    """The demo shape (8 x H100, TP=8, 8K/32K/128K) runs with counted weights."""
+    """The demo shape (8 x H100, TP=8, 8K/32K/128K) with napkin 0.1's 2.5 GB reserve and no
+    headroom, counted weights: still 195 / 48 / 12."""
     result = run("size", "--model", "Llama-3.1-70B", "--gpu", "H100-SXM", "--gpus", "8",
-                 "--tp", "8", "--context", "8192,32768,131072", "--json")
+                 "--tp", "8", "--reserve-gb", "2.5", "--headroom", "0",
+                 "--context", "8192,32768,131072", "--json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["contexts"]
     assert [row["max_trajectories"] for row in rows] == [195, 48, 12]
+
+
+def test_defaults_are_plan_capacitys_defaults():
+    """Defaults (4.5 GB reserve, 10% headroom, 80 GiB H100): per GPU 80 GiB - 17,638,426,624 B
+    weights - 4.5e9 B = 63,760,919,296 B -> 1,556,663 tokens of 40,960 B; 90% = 1,400,996;
+    // 32,768 = 42 trajectories at 32k, as `plan capacity --output 0` gives."""
+    doc = json.loads(run("size", "--model", "Llama-3.1-70B", "--gpus", "8", "--tp", "8",
+                         "--context", "32768", "--json").stdout)
+    assert doc["budget"]["pool_bytes"] == 80 * 2**30 - 17_638_426_624 - 4_500_000_000
+    assert [row["max_trajectories"] for row in doc["contexts"]] == [42]
+    plan = json.loads(run("plan", "capacity", "--model", "Llama-3.1-70B", "--gpus", "8", "--tp", "8",
+                          "--context", "32768", "--output", "0", "--json").stdout)
+    assert plan["max_trajectories_unshared"] == 42
+    assert plan["split"]["kv_pool_bytes"] == doc["budget"]["pool_bytes"]
 
 
 def test_config_directory_and_k_suffix_contexts():
