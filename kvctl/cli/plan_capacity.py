@@ -108,7 +108,7 @@ def _render(plan: CapacityPlan, extras: dict) -> Rendered:
     gb = fmt_bytes  # binary units, as `kvctl size` shows them (kvctl.sizing.budget)
     split_rows = [
         ["HBM per device", gb(s.hbm_bytes)], ["weights per device", gb(s.weights_bytes)],
-        ["activations + runtime", gb(s.runtime_bytes)], ["KV pool per device (eq. 5)", gb(s.kv_pool_bytes)],
+        ["reserve (activations, runtime)", gb(s.runtime_bytes)], ["KV pool per device (eq. 5)", gb(s.kv_pool_bytes)],
         [f"KV pool, {s.devices} devices", gb(s.node_kv_pool_bytes)],
         ["m_token (whole model / per device)", f"{plan.bytes_per_token:,} B / {plan.bytes_per_token_per_device:,} B"],
         [f"token capacity ({plan.replicas} replica(s))", f"{plan.capacity_tokens:,}"],
