@@ -183,6 +183,8 @@ def render_report(doc: dict):
     from rich.table import Table
     from rich.text import Text
 
+    from kvctl.cli.fit_table import FitTable
+
     s, d, w = doc["settings"], doc["deployment"], doc["workload"]
     header = Text.assemble(
         ("kvctl replay ", "bold"), (w["name"], "bold cyan"),
@@ -221,7 +223,7 @@ def render_report(doc: dict):
         ("virtual time / steps", f"{doc['virtual_time_s']:,.1f} s / {doc['steps']:,}", ""),
     ):
         figures.add_row(name, value, note)
-    funnel = Table(title="prefix-hit funnel (seed 000 0x0CF)",
+    funnel = FitTable(title="prefix-hit funnel (seed 000 0x0CF)",
                    title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("stage / rejection bucket", "requests", "tokens"):
         justify = "left" if column == "stage / rejection bucket" else "right"
@@ -251,12 +253,13 @@ def render_report(doc: dict):
 
 def _sweep_table(rows, title: str):
     from rich import box
-    from rich.table import Table
+
+    from kvctl.cli.fit_table import FitTable
 
     axes = " / ".join(rows[0].params) if rows else ""
-    table = Table(title=f"sweep over {title} ({axes}), ranked by hit rate", title_justify="left",
-                  caption="TTFT p99 is modeled (roofline virtual clock); evicted tokens in --json",
-                  caption_justify="left", box=box.SIMPLE_HEAD)
+    table = FitTable(title=f"sweep over {title} ({axes}), ranked by hit rate", title_justify="left",
+                     caption="TTFT p99 is modeled (roofline virtual clock); evicted tokens in --json",
+                     caption_justify="left", box=box.SIMPLE_HEAD, key_columns=2)
     pool_swept = any(key in ("pool-tokens", "pool-gb") for key in (rows[0].params if rows else {}))
     columns = ["#", "run", "hit rate", "evictions", "retractions", "TTFT p99", "U_KV peak"]
     if not pool_swept:

@@ -123,11 +123,11 @@ def _summary_grid(report: SizeReport):
 
 
 def _context_table(report: SizeReport):
-    from rich.table import Table
+    from kvctl.cli.fit_table import FitTable
 
     capped = any(r.max_trajectories != r.max_trajectories_uncapped for r in report.contexts)
     where = f" (all {report.gpus} GPUs)" if report.gpus > 1 else ""
-    table = Table(title=f"Trajectories that fit, per context{where}, "
+    table = FitTable(title=f"Trajectories that fit, per context{where}, "
                         f"{report.headroom:.0%} headroom", title_justify="left",
                   title_style="bold", header_style="bold")
     for name in ("Context", "KV/traj", "per GPU", "pages"):
@@ -148,12 +148,12 @@ def _context_table(report: SizeReport):
 
 
 def _static_table(report: SizeReport):
-    from rich.table import Table
+    from kvctl.cli.fit_table import FitTable
 
     rows = [r.static_vs_paged for r in report.contexts if r.static_vs_paged is not None]
     if not rows:
         return None
-    table = Table(title=f"Static worst-case reservation vs paging, mean length "
+    table = FitTable(title=f"Static worst-case reservation vs paging, mean length "
                         f"{rows[0].mean_tokens:,}",
                   title_justify="left", title_style="bold", header_style="bold")
     for name in ("Reserve", "per GPU", "static max", "used", "paged max", "used "):
