@@ -40,6 +40,7 @@ def check_command(
 
 def _render(result) -> None:
     from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.glossary_terms import FOOTER
 
     out = console()
     table = FitTable(title=f"kvctl check: {result.scenario}, {result.tree_core} core, {result.eviction_policy}")
@@ -67,3 +68,4 @@ def _render(result) -> None:
             out.print(f"[red]violation:[/red] {violation}")
     else:
         out.print("[green]clean:[/green] every integrity check passed after every step")
+    out.print(f"[dim]{FOOTER}[/dim]")

@@ -205,6 +205,7 @@ def _pct(value) -> str:
 
 def render(result: "FleetRead", route) -> None:
     from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.glossary_terms import FOOTER
 
     out = console()
     for read in result.workers:
@@ -220,6 +221,7 @@ def render(result: "FleetRead", route) -> None:
         out.print(fleet)
     if route is not None:
         _render_route(out, *route)
+    out.print(f"[dim]{FOOTER}[/dim]")
 
 
 def _fleet_row(name: str, s: "Snapshot", load: str) -> tuple[str, ...]:

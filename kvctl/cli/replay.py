@@ -184,6 +184,7 @@ def render_report(doc: dict):
     from rich.text import Text
 
     from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.glossary_terms import FOOTER
 
     s, d, w = doc["settings"], doc["deployment"], doc["workload"]
     header = Text.assemble(
@@ -248,6 +249,7 @@ def render_report(doc: dict):
     parts += [Text(f"alert at end: {a['name']} ({a['severity']}): {a['evidence']}", style="yellow")
               for a in doc.get("alerts_at_end", ())]
     parts.append(Text("\n".join(f"- {note}" for note in doc["notes"]), style="dim"))
+    parts.append(Text(FOOTER, style="dim"))
     return Group(*parts)
 
 
@@ -255,10 +257,12 @@ def _sweep_table(rows, title: str):
     from rich import box
 
     from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.glossary_terms import FOOTER
 
     axes = " / ".join(rows[0].params) if rows else ""
     table = FitTable(title=f"sweep over {title} ({axes}), ranked by hit rate", title_justify="left",
-                     caption="TTFT p99 is modeled (roofline virtual clock); evicted tokens in --json",
+                     caption=("TTFT p99 is modeled (roofline virtual clock); evicted tokens in "
+                              f"--json\n{FOOTER}"),
                      caption_justify="left", box=box.SIMPLE_HEAD, key_columns=2)
     pool_swept = any(key in ("pool-tokens", "pool-gb") for key in (rows[0].params if rows else {}))
     columns = ["#", "run", "hit rate", "evictions", "retractions", "TTFT p99", "U_KV peak"]
