@@ -47,7 +47,9 @@ def replay_command(
     decode_quantum: Annotated[Optional[int], Opt(help=(
         "Decode Q tokens per request per step (default 1, SGLang's per-token decode path); "
         "larger is faster for long traces, with coarser timing."))] = None,
-    limit: Annotated[Optional[int], Opt(help="Replay only the first N requests.")] = None,
+    limit: Annotated[Optional[int], Opt(help=(
+        "Replay only the first N requests of a trace, or the first N sessions of a scenario "
+        "(each session issues several requests)."))] = None,
     seed: Annotated[Optional[int], Opt(help=(
         "Seed (default: a scenario's own, else 0); same seed, same report."))] = None,
     sweep: Annotated[Optional[list[str]], Opt(help=(
