@@ -77,3 +77,8 @@ def plan_assumptions(
     lines += extra
     lines.append(Assumption("units", UNITS_NOTE, "convention"))
     return tuple(lines)
+
+
+def option(name: str, value: str, flag: str, *, given: bool, default_source: str) -> Assumption:
+    """An Assumption for one option: `flag` when the user set it, else `default_source`."""
+    return Assumption(name, value, flag if given else f"default: {default_source}")

@@ -8,6 +8,7 @@ import typer
 
 from kvctl.cli.budget_options import WeightsGb, parse_size
 from kvctl.cli.output import to_jsonable
+from kvctl.cli.plan_assumptions import option
 from kvctl.cli.plan_common import Rendered, emit, ms, table
 from kvctl.cli.plan_model import params_count, resolve_geometry, resolve_gpu, weight_bytes_total
 from kvctl.errors import InputError
@@ -40,7 +41,15 @@ def chunked_prefill_command(
         decode_batch=decode_batch, prompt_tokens=prompt, chunk_tokens=chunk,
         decode_mfu=decode_mfu, prefill_mfu=prefill_mfu, devices=tp,
     )
-    emit(as_json, to_jsonable(plan), _render(plan))
+    assumptions = (
+        option("decode MFU", f"{decode_mfu:g}", "--decode-mfu", given=decode_mfu != 0.5,
+               default_source="seed 003 napkin 0.5"),
+        option("prefill MFU", f"{prefill_mfu:g}", "--prefill-mfu", given=prefill_mfu != 0.6,
+               default_source="seed 003 napkin 0.5"),
+    )
+    rendered = _render(plan)
+    emit(as_json, {**to_jsonable(plan), "assumptions": to_jsonable(assumptions)},
+         Rendered(rendered.title, rendered.tables, rendered.why, assumptions))
 
 
 def _device_rates(gpu: Optional[str], peak_tflops: Optional[float], hbm_tbps: Optional[float]) -> tuple[float, float]:

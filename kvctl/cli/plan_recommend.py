@@ -131,7 +131,7 @@ def _recommend_assumptions(tool_wait_seconds, waits, prefill_mfu: float,
         lines.append(Assumption("tool wait", "unknown: HiCache left off",
                                 "give --tool-wait-seconds"))
     lines.append(Assumption("prefill MFU", f"{prefill_mfu:g}", "--prefill-mfu" if prefill_mfu != 0.6
-                            else "default: kvctl's"))
+                            else "default: seed 003 napkin 0.5"))
     lines.append(Assumption("ITL target", f"{itl_target_ms:g} ms", "--itl-target-ms" if itl_target_ms != 50
                             else "default: kvctl's"))
     return tuple(lines)
