@@ -78,6 +78,9 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._sync_all()
 
     def _reveal(self, index: TreeIndex, leased: frozenset[int]) -> None:
+        if self.query_text:  # the filter's view decides what is open; reveal after it clears
+            self._leased = set()
+            return
         present = {n for n in leased if n in index}
         paths = {n: index.path(n) for n in present}
         self._leased = {step for path in paths.values() for step in path}
@@ -183,6 +186,8 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
     def _sync(self, tree_node: TreeNode, node_id: int | None) -> None:
         index = self.index
         if node_id not in self._expanded:
+            if tree_node.is_expanded and tree_node is not self.root:
+                tree_node.collapse()  # its arrow must not claim children it no longer shows
             if tree_node.children:
                 tree_node.remove_children()
             return
