@@ -7,6 +7,7 @@ generation time that drive the host tier (Little's law), the admission ceiling, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +33,8 @@ def tool_waits(tool_wait_seconds: float | None, generation_seconds: float | None
     """Resolve the two Little's-law inputs, defaulting each. InputError when not positive."""
     for name, value in (("--tool-wait-seconds", tool_wait_seconds),
                         ("--generation-seconds", generation_seconds)):
-        if value is not None and not value > 0:
-            raise InputError(f"{name} must be > 0, got {value}")
+        if value is not None and not 0 < value < math.inf:
+            raise InputError(f"{name} must be a positive, finite number of seconds, got {value}")
     return ToolWaits(
         tool_wait_seconds=DEFAULT_TOOL_WAIT_SECONDS if tool_wait_seconds is None else tool_wait_seconds,
         generation_seconds=(DEFAULT_GENERATION_SECONDS if generation_seconds is None

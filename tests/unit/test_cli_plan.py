@@ -220,3 +220,22 @@ def test_addr_rejects_0x03G_token_25():
     assert result.exit_code == 2
     assert result.stderr == ("kvctl: error: rejected at request visibility: token 25 is outside "
                              "request B's context [0, 25)\n")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-5"])
+def test_recommend_rejects_a_tool_wait_that_is_not_a_positive_finite_number(value):
+    """--tool-wait-seconds sizes HiCache by Little's law: NaN, inf, 0 and negatives are exit 2."""
+    result = run("plan", "recommend", "--model", "Llama-3-8B", "--context", "4096", "--output", "256",
+                 "--tool-wait-seconds", value)
+    assert result.exit_code == 2
+    assert "--tool-wait-seconds must be a positive, finite number of seconds" in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--hbm-gb", "--weights-gb", "--reserve-gb"])
+@pytest.mark.parametrize("value", ["nan", "inf", "80 furlongs"])
+def test_capacity_size_options_reject_non_sizes(option, value):
+    """Every --*-gb option goes through one parser: NaN, inf and unknown units are exit 2."""
+    result = run("plan", "capacity", "--bytes-per-token", "327680", "--params-b", "70", "--context", "1024",
+                 "--output", "0", option, value)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"kvctl: error: {option} '{value}'")
