@@ -70,6 +70,8 @@ def run_sweep_ray(runs: Sequence[ReplaySettings], pool_tokens: Sequence[int], *,
     Ray is missing, the cluster is unreachable or no node can take a run. A run that fails
     does not raise: its outcome says why. KeyboardInterrupt cancels every outstanding task.
     """
+    if address is None and local_cpus < 1:
+        raise InputError(f"--parallel must be positive, got {local_cpus}")
     workload = Path(runs[0].workload)
     data = workload.read_bytes()
     ray = _import_ray()

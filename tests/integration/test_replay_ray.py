@@ -160,3 +160,57 @@ def test_worker_replays_from_bytes_not_from_the_path(local_sweep):
     assert report["workload"]["path"] == elsewhere
     report.pop("wall_clock")
     assert report == {**local, "workload": {**local["workload"], "path": elsewhere}}
+
+
+def test_ctrl_c_cancels_the_tasks_and_writes_nothing(tmp_path):
+    """SIGINT to `kvctl replay --executor ray` (a local Ray instance) while a replay task
+    runs: kvctl exits non-zero, --out does not exist, and every process it started (the
+    Ray instance, the task's worker) is gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    env = {**os.environ, **LOOPBACK_RAY_ENV, "PYTHONPATH": str(Path(__file__).parents[2])}
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvctl", "replay", HEAD, "--limit", "8", *GRID, "--executor",
+         "ray", "--out", str(out), "--json"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kvctl = psutil.Process(proc.pid)
+    try:
+        deadline = time.monotonic() + 240
+        while not any("kvctl-replay" in " ".join(_cmdline(p)) for p in _tree(kvctl)):
+            assert proc.poll() is None and time.monotonic() < deadline, "no task started"
+            time.sleep(0.5)
+        started = _tree(kvctl)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    gone, alive = psutil.wait_procs(started, timeout=60)
+    assert [p.pid for p in alive] == []
+
+
+def _tree(process) -> list:
+    import psutil
+
+    try:
+        return process.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _cmdline(process) -> list[str]:
+    import psutil
+
+    try:
+        return process.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
