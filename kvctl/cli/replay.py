@@ -4,7 +4,8 @@ The command parses options into `ReplaySettings`, validates everything (trace li
 policies, pool size) before an engine exists, runs the replay (a Rich progress bar on a
 TTY, never under --json), then prints the report (Rich tables, or --json) and, with
 --out DIR, writes report.json, timeline.csv and PNG plots atomically. With --sweep it runs
-the grid, each run in its own process with --parallel N, and prints one ranked table.
+the grid, each run in its own process with --parallel N (or one Ray task per run with
+--executor ray, kvctl.replay.ray_executor), and prints one ranked table.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def replay_command(
     if ray_address is not None and executor != "ray":
         raise InputError("--ray-address needs --executor ray")
     if sweep:
-        _sweep(base, sweep, parallel, out, json_output, ray=(executor == "ray", ray_address))
+        _sweep(base, sweep, parallel, out, json_output, executor=executor,
+               ray_address=ray_address)
     else:
         _single(base, out, json_output)
 
@@ -107,7 +109,7 @@ def _single(settings: ReplaySettings, out: Path | None, json_output: bool) -> No
 
 
 def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | None,
-           json_output: bool, ray: tuple[bool, str | None] = (False, None)) -> None:
+           json_output: bool, executor: str = "local", ray_address: str | None = None) -> None:
     from kvctl.cli.output import console, print_json
     from kvctl.replay import sweep as sweeps
     from kvctl.replay.plots import plot_hit_rate_vs_pool, write_outputs
@@ -123,10 +125,10 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
             done.append(index)
             bar.runs_done(len(done))
 
-        if ray[0]:
+        if executor == "ray":
             from kvctl.replay.ray_executor import run_sweep_ray
 
-            results = run_sweep_ray(runs, pools, address=ray[1], local_cpus=parallel,
+            results = run_sweep_ray(runs, pools, address=ray_address, local_cpus=parallel,
                                     on_update=bar.runs_state)
         else:
             results = sweeps.run_sweep(runs, parallel=parallel, on_done=on_done)

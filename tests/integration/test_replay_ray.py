@@ -133,6 +133,39 @@ def test_worker_node_killed_mid_sweep_retries_the_lost_run(cluster, local_sweep)
     assert len(marked) == 1 and label in marked[0]
 
 
+def test_run_lost_twice_is_reported_failed_and_the_other_lands(cluster):
+    """Three replay worker processes are SIGKILLed as they start, over a 2-run grid (at most
+    4 attempts): one run is lost twice and reported failed with its reason, the other lands
+    on its second attempt (marked retried), whichever order Ray picks."""
+    import psutil
+
+    from kvctl.replay.ray_executor import run_sweep_ray
+    from kvctl.replay.runner import ReplaySettings
+    from kvctl.replay.sweep import grid, parse_sweeps, rank, validate
+
+    ray_cluster, _ = cluster
+    runs = grid(ReplaySettings(workload=HEAD, limit=8, pool_tokens=40000),
+                parse_sweeps(["eviction=lru,lfu"]))
+    kills = []
+
+    def on_update(state) -> None:
+        for worker in _tree(psutil.Process()):
+            if len(kills) < 3 and "ray::kvctl-replay" in " ".join(_cmdline(worker)):
+                if worker.pid not in kills:
+                    worker.kill()
+                    kills.append(worker.pid)
+
+    outcomes = run_sweep_ray(runs, validate(runs), address=ray_cluster.address,
+                             on_update=on_update)
+    assert len(kills) == 3
+    failed = [o for o in outcomes if o.result is None]
+    landed = [o for o in outcomes if o.result is not None]
+    assert [(o.attempts, o.failure) for o in failed] == [(2, "worker process lost")]
+    assert [(o.attempts, o.retried_after) for o in landed] == [(2, "worker process lost")]
+    rows = rank(runs, outcomes)
+    assert rows[-1].failure == "worker process lost" and rows[-1].hit_rate is None
+
+
 def test_unreachable_ray_address_is_one_line_exit_2(tmp_path):
     """A --ray-address where nothing listens: exit 2, one line naming the address, no --out."""
     with socket.socket() as probe:
@@ -188,11 +221,11 @@ def test_ctrl_c_cancels_the_tasks_and_writes_nothing(tmp_path):
             time.sleep(0.5)
         started = _tree(kvctl)
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=120)
+        stdout, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode != 0
+    assert proc.returncode != 0 and stdout == "" and "Traceback" not in stderr
     assert not out.exists() and list(tmp_path.iterdir()) == []
     gone, alive = psutil.wait_procs(started, timeout=60)
     assert [p.pid for p in alive] == []
