@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine_adapter.funnel import REJECTION_REASONS, STAGES, Funnel, FunnelStage, PrefixLengths, Rejection
+from engine_adapter.funnel import (
+    REJECTION_REASONS,
+    STAGES,
+    Funnel,
+    FunnelStage,
+    PrefixLengths,
+    Rejection,
+)
 from engine_adapter.snapshot import Counters
 
 _ADMITTED = "_kvctl_admitted"

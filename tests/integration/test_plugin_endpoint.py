@@ -20,7 +20,12 @@ from engine_adapter.embedded.requests import RequestSpec
 from engine_adapter.plugin.attach import attach
 from engine_adapter.plugin.hooks import after_on_idle, after_process_batch_result
 from engine_adapter.plugin.settings import PluginSettings
-from engine_adapter.snapshot_codec import SCHEMA_VERSION, SchemaMismatch, check_schema, decode_snapshot
+from engine_adapter.snapshot_codec import (
+    SCHEMA_VERSION,
+    SchemaMismatch,
+    check_schema,
+    decode_snapshot,
+)
 from kvctl import __version__
 from tests.integration.plugin_support import EngineShapedScheduler
 
