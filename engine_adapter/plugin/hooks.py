@@ -40,9 +40,11 @@ def after_init(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
 
 def after_process_batch_result(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
     runtime = getattr(scheduler, RUNTIME_ATTR, None)
-    if runtime is not None:
-        batch = kwargs["batch"] if "batch" in kwargs else args[0]
-        runtime.guard(runtime.on_batch, batch)
+    if runtime is not None and runtime.disabled_reason is None:
+        try:  # PluginRuntime.guard, inlined: this runs on every step
+            runtime.on_batch(kwargs["batch"] if "batch" in kwargs else args[0])
+        except Exception as exc:
+            runtime.fail(exc)
 
 
 def after_on_idle(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:

@@ -66,10 +66,12 @@ class PluginRuntime:
 
     def on_batch(self, batch: Any) -> None:
         self.tally.on_batch(batch)
-        self.maybe_sample(batch)
+        if self.clock() >= self._next_sample_s:  # inline: this runs on every step
+            self.maybe_sample(batch)
 
     def on_idle(self) -> None:
-        self.maybe_sample(None)
+        if self.clock() >= self._next_sample_s:
+            self.maybe_sample(None)
 
     def on_evict(self, requested: int, evicted: int, protected_after: int) -> None:
         self.guard(self.tally.on_evict, requested, evicted, protected_after)

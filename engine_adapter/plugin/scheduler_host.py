@@ -28,6 +28,7 @@ from engine_adapter.plugin.tally import StepTally
 from engine_adapter.snapshot import RequestView
 
 MAX_REQUEST_VIEWS = 500
+_LABEL = "_kvctl_namespace"
 
 
 class _SessionHeld(NamedTuple):
@@ -38,12 +39,18 @@ class _SessionHeld(NamedTuple):
 
 def namespace_label(req: Any, salt: str) -> str:
     """Salted, low-cardinality label of the tree namespace `(extra_key, cache_salt)` a request
-    reads (SGLang's RadixKey namespacing); never the raw strings (seed 000 0x0CE)."""
-    extra, cache_salt = getattr(req, "extra_key", None), getattr(req, "cache_salt", None)
-    if extra is None and cache_salt is None:
-        return "default"
-    raw = f"{salt}\0{extra or ''}\0{cache_salt or ''}"
-    return "ns-" + hashlib.sha256(raw.encode()).hexdigest()[:12]
+    reads (SGLang's RadixKey namespacing); never the raw strings (seed 000 0x0CE). Hashed
+    once per request (kept on the Req: a request's namespace never changes)."""
+    label = getattr(req, _LABEL, None)
+    if label is None:
+        extra, cache_salt = getattr(req, "extra_key", None), getattr(req, "cache_salt", None)
+        if extra is None and cache_salt is None:
+            label = "default"
+        else:
+            raw = f"{salt}\0{extra or ''}\0{cache_salt or ''}"
+            label = "ns-" + hashlib.sha256(raw.encode()).hexdigest()[:12]
+        setattr(req, _LABEL, label)
+    return label
 
 
 class SchedulerHost:

@@ -61,20 +61,21 @@ class StepTally:
             self.arrivals += 1
 
     def on_batch(self, batch: Any) -> None:
-        """One processed batch (`Scheduler.process_batch_result`)."""
+        """One processed batch (`Scheduler.process_batch_result`). Runs every step: decode
+        (the common case) is one length and one attribute read per request."""
         self.steps += 1
         mode = batch.forward_mode
         reqs = batch.reqs
-        if mode.is_extend():
-            for req in reqs:
-                if not getattr(req, _ADMITTED, False):
-                    setattr(req, _ADMITTED, True)
-                    self._admit(req)
-        elif mode.is_decode():
+        if mode.is_decode():
             self.decode_tokens += len(reqs)
+        elif mode.is_extend():
+            for req in reqs:
+                if _ADMITTED not in req.__dict__:
+                    req.__dict__[_ADMITTED] = True
+                    self._admit(req)
         for req in reqs:
-            if req.finished_reason is not None and not getattr(req, _FINISHED, False):
-                setattr(req, _FINISHED, True)
+            if req.finished_reason is not None and _FINISHED not in req.__dict__:
+                req.__dict__[_FINISHED] = True
                 self.finished += 1
 
     def on_evict(self, requested: int, evicted: int, protected_after: int) -> None:

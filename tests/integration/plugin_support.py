@@ -42,7 +42,10 @@ class EngineShapedScheduler:
     def refresh(self) -> None:
         """Mirror the engine's queues after a step (SGLang's Scheduler keeps the same sets)."""
         st = self.engine.st
+        previous = getattr(self, "running_batch", None)
+        before = {id(r) for r in previous.reqs} if previous is not None else set()
         self.running_batch = SimpleNamespace(reqs=[t.req for t in st.running.values()])
+        self.new_running = [r for r in self.running_batch.reqs if id(r) not in before]
         self.last_batch = SimpleNamespace(reqs=[t.req for t in [*st.partial, *st.reloading]])
         self.waiting_queue = [t.req for t in st.waiting]
         for tracked in st.by_rid.values():
@@ -50,9 +53,10 @@ class EngineShapedScheduler:
 
     def step_batches(self, finished_reqs=()):
         """The batches a Scheduler would have processed this step: an extend batch of the
-        requests that hold rows (or just finished), a decode batch of the running ones."""
+        requests prefilled in it (still partial, newly running, or finished), a decode batch
+        of the running ones."""
         st = self.engine.st
-        extend = [t.req for t in [*st.partial, *st.running.values()]] + list(finished_reqs)
+        extend = [t.req for t in st.partial] + self.new_running + list(finished_reqs)
         decode = [t.req for t in st.running.values()]
         return (SimpleNamespace(forward_mode=_Mode(True), reqs=extend),
                 SimpleNamespace(forward_mode=_Mode(False), reqs=decode))
