@@ -18,7 +18,7 @@ no per-field code to drift from `snapshot.py`):
     int, str, bool  -> themselves
 
 `decode_snapshot(encode_snapshot(s)) == s` for every `Snapshot` (NaN aside, which equals
-nothing). Decoding checks every value against the field's type and raises `InputError`
+nothing), and the same for `encode_receipt` / `decode_receipt` (the items of `/receipts`). Decoding checks every value against the field's type and raises `InputError`
 naming the field path; keys it does not know are ignored and missing fields that have a
 default take it, so a newer writer of the same schema version stays readable. A change
 that is not additive bumps `SCHEMA_VERSION`; `check_schema` refuses a document of another
@@ -36,6 +36,7 @@ import typing
 from functools import cache
 from typing import Any
 
+from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Snapshot
 from engine_adapter.tree_nodes import COLUMNS, TreeNodes, TreeNodeView
 from kvctl.errors import InputError
@@ -73,6 +74,16 @@ def encode_snapshot(snap: Snapshot) -> dict:
 def decode_snapshot(doc: dict) -> Snapshot:
     """The `Snapshot` that `encode_snapshot` turned into `doc`; `InputError` if malformed."""
     return _decode(Snapshot, doc, "snapshot")
+
+
+def encode_receipt(receipt: Receipt) -> dict:
+    """One `Receipt` (engine_adapter/receipts.py) as plain JSON types, like a snapshot."""
+    return _encode(receipt)
+
+
+def decode_receipt(doc: dict) -> Receipt:
+    """The inverse of `encode_receipt`; `InputError` if malformed."""
+    return _decode(Receipt, doc, "receipt")
 
 
 def _encode(value: Any) -> Any:

@@ -5,6 +5,8 @@ Every call arrives from SGLang's scheduler thread through hooks.py, at a step bo
     _add_request_to_queue  -> on_arrival   tally only                         O(1)
     process_batch_result   -> on_batch     tally, then maybe_sample           O(batch)
     on_idle                -> on_idle      maybe_sample
+    eviction probe         -> on_evict     tally + an `eviction` receipt
+    (first extend of a request)            a `match` receipt (receipt_log.py)
     maybe_sample: every KVCTL_PLUGIN_LEDGER_S  ledger + refcount reconciliation + requests
                   every KVCTL_PLUGIN_TREE_S    also the per-node tree read (a full walk)
 
@@ -27,9 +29,11 @@ from collections.abc import Callable
 from typing import Any
 
 from engine_adapter.instrument.sampler import Sampler
-from engine_adapter.plugin.scheduler_host import SchedulerHost
+from engine_adapter.plugin.receipt_log import ReceiptLog
+from engine_adapter.plugin.scheduler_host import SchedulerHost, namespace_label
 from engine_adapter.plugin.settings import PluginSettings
 from engine_adapter.plugin.tally import StepTally
+from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import EngineInfo, Snapshot, TreeNodes, TreeStats
 
 logger = logging.getLogger("kvctl.plugin")
@@ -43,7 +47,8 @@ class PluginRuntime:
         self.settings = settings
         self.dp_rank = dp_rank
         self.host = SchedulerHost(scheduler, salt=secrets.token_hex(8))
-        self.tally = StepTally()
+        self.tally = StepTally(on_admit=self._admitted)
+        self.receipts = ReceiptLog()
         self.sampler = Sampler(info)
         self.clock = clock
         self.started_s = clock()
@@ -74,7 +79,19 @@ class PluginRuntime:
             self.maybe_sample(None)
 
     def on_evict(self, requested: int, evicted: int, protected_after: int) -> None:
-        self.guard(self.tally.on_evict, requested, evicted, protected_after)
+        self.guard(self._evicted, requested, evicted, protected_after)
+
+    def _evicted(self, requested: int, evicted: int, protected_after: int) -> None:
+        self.tally.on_evict(requested, evicted, protected_after)
+        if evicted:
+            at = self.clock() - self.started_s
+            self.receipts.append(Receipt(kind="eviction", start_s=at, end_s=at, tokens=evicted))
+
+    def _admitted(self, req: Any, hit: int) -> None:
+        at = self.clock() - self.started_s
+        self.receipts.append(Receipt(
+            kind="match", start_s=at, end_s=at, tokens=hit, outcome="hit" if hit else "miss",
+            namespace=namespace_label(req, self.host.salt), request=str(req.rid)))
 
     def maybe_sample(self, batch: Any) -> None:
         now = self.clock()

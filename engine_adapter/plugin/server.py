@@ -4,6 +4,8 @@
                         "failures", "disabled_reason", "dp_rank", "steps"}
     GET /snapshot  200 {"schema_version", "kvctl_version", "snapshot": encode_snapshot(latest)}
                    503 {"error": ...} before the first sample, and once the plugin disabled itself
+    GET /receipts?after=N  200 {"schema_version", "kvctl_version", "first", "next",
+                        "receipts": [encode_receipt(r), ...]}  (receipt_log.py: numbering)
     anything else  404 {"error": ...};  a missing or wrong bearer token: 401 {"error": ...}
 
 The handler threads read only `runtime.latest` (an immutable Snapshot) and `runtime.health()`;
@@ -20,8 +22,9 @@ import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-from engine_adapter.snapshot_codec import SCHEMA_VERSION, encode_snapshot
+from engine_adapter.snapshot_codec import SCHEMA_VERSION, encode_receipt, encode_snapshot
 
 logger = logging.getLogger("kvctl.plugin")
 
@@ -115,7 +118,19 @@ class PluginServer:
                 return 503, _json({"error": "no sample yet: the scheduler has not reached "
                                             "a step boundary since the plugin attached"})
             return 200, body
-        return 404, _json({"error": f"no route {path}; try /healthz or /snapshot"})
+        if path == "/receipts":
+            return self.receipts_body(raw_path)
+        return 404, _json({"error": f"no route {path}; try /healthz, /snapshot or /receipts"})
+
+    def receipts_body(self, raw_path: str) -> tuple[int, bytes]:
+        query = parse_qs(urlsplit(raw_path).query)
+        try:
+            after = int(query.get("after", ["0"])[0])
+        except ValueError:
+            return 400, _json({"error": "after must be an integer receipt sequence number"})
+        first, next_seq, receipts = self.runtime.receipts.after(after)
+        return 200, _json({**self.envelope(), "first": first, "next": next_seq,
+                           "receipts": [encode_receipt(r) for r in receipts]})
 
 
 def _json(doc: dict) -> bytes:

@@ -17,6 +17,7 @@ number of requests ever served.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from engine_adapter.funnel import (
@@ -41,7 +42,9 @@ UNOBSERVED = ("allocation_failures", "admission_deferrals", "retractions", "retr
 class StepTally:
     """Mutable totals, fed from the scheduler thread only."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_admit: Callable[[Any, int], None] | None = None) -> None:
+        """on_admit(req, hit_tokens): called once per admitted request (receipts)."""
+        self.on_admit = on_admit
         self.steps = 0
         self.arrivals = 0
         self.finished = 0
@@ -97,6 +100,8 @@ class StepTally:
             self.hit_requests += 1
             self.hit_tokens += hit
             self.hit_cap_tokens += hit
+        if self.on_admit is not None:
+            self.on_admit(req, hit)
 
     def funnel(self) -> Funnel:
         observed = {

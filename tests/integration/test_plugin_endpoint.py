@@ -24,6 +24,7 @@ from engine_adapter.snapshot_codec import (
     SCHEMA_VERSION,
     SchemaMismatch,
     check_schema,
+    decode_receipt,
     decode_snapshot,
 )
 from kvctl import __version__
@@ -94,6 +95,29 @@ def test_snapshot_decodes_to_what_the_scheduler_published(served):
     assert snap.funnel.stage("requests").requests == 1
     status, health = _get(runtime.server.url + "/healthz")
     assert (health["status"], health["steps"]) == ("ok", 3)
+
+
+def test_receipts_list_each_admission_once_with_sequence_numbers(served):
+    """Two requests sharing a 64-token prefix: /receipts lists a miss then a 48-token hit
+    (S_cap floors to 3 pages of 16) as `match` receipts; `after` skips what was read."""
+    engine, host, runtime = served
+    prefix = np.arange(1, 65)
+    engine.submit(RequestSpec(rid="a", tokens=np.concatenate([prefix, [900, 901]]),
+                              max_new_tokens=2))
+    while engine.has_work():
+        _step(engine, host)
+    engine.submit(RequestSpec(rid="b", tokens=prefix.copy(), max_new_tokens=2,
+                              arrival_s=engine.clock_s))
+    while engine.has_work():
+        _step(engine, host)
+    status, doc = _get(runtime.server.url + "/receipts")
+    assert status == 200 and (doc["first"], doc["next"]) == (0, 2)
+    matches = [decode_receipt(r) for r in doc["receipts"]]
+    assert [(r.kind, r.request, r.outcome, r.tokens) for r in matches] == [
+        ("match", "a", "miss", 0), ("match", "b", "hit", 48)]
+    _status, later = _get(runtime.server.url + "/receipts?after=1")
+    assert [r["request"] for r in later["receipts"]] == ["b"]
+    assert _get(runtime.server.url + "/receipts?after=x")[0] == 400
 
 
 def test_wrong_or_missing_token_is_401(make_engine):

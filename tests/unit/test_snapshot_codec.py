@@ -33,9 +33,12 @@ from engine_adapter.snapshot_codec import (
     SCHEMA_VERSION,
     SchemaMismatch,
     check_schema,
+    decode_receipt,
     decode_snapshot,
+    encode_receipt,
     encode_snapshot,
 )
+from engine_adapter.receipts import Receipt
 from kvctl.errors import InputError
 
 pytestmark = pytest.mark.unit
@@ -193,3 +196,12 @@ def test_check_schema_refuses_non_documents():
         check_schema([1])
     with pytest.raises(InputError, match="no integer schema_version"):
         check_schema({"schema_version": "1"})
+
+
+def test_receipt_round_trip():
+    """A receipt (the items of /receipts) survives encode -> json -> decode unchanged."""
+    receipt = Receipt(kind="match", start_s=0.25, end_s=0.25, tokens=48, outcome="hit",
+                      namespace="ns-0123456789ab", request="r7")
+    doc = json.loads(json.dumps(encode_receipt(receipt), allow_nan=False))
+    assert doc["kind"] == "match" and doc["tokens"] == 48
+    assert decode_receipt(doc) == receipt
