@@ -1,7 +1,7 @@
 """Per-step cost of the SGLang plugin's hooks and sampling, on the embedded engine's real
 SGLang objects.
 
-Runs the first N requests (default 300) of the shipped Mooncake trace through the embedded
+Runs the first N requests (default 200) of the shipped Mooncake trace through the embedded
 engine (UnifiedRadixCache Rust core, paged allocator, NoOp KV pool, kvctl's own
 instrumentation off so the base step is as cheap as it gets). After every step a
 scheduler-shaped host (tests/integration/plugin_support.py: the Scheduler's attribute names
@@ -22,7 +22,7 @@ plugin's eviction probe installed. Two ratios, both in CPU time of the scheduler
 
 Engine build excluded. Target: ratio <= 1.02 at the default cadences (1 s ledger, 10 s tree).
 
-    .venv/bin/python benchmarks/bench_plugin.py [--limit 300] [--rounds 3]
+    .venv/bin/python benchmarks/bench_plugin.py [--limit 200] [--rounds 3]
                                                 [--ledger-s 1.0] [--tree-s 10.0]
 
 Also prints the number of samples and tree reads and their mean cost, so the ratio at
@@ -99,7 +99,7 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float) -> dic
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=300, help="requests from the trace head")
+    parser.add_argument("--limit", type=int, default=200, help="requests from the trace head")
     parser.add_argument("--rounds", type=int, default=3, help="on/off pairs")
     parser.add_argument("--ledger-s", type=float, default=1.0, help="KVCTL_PLUGIN_LEDGER_S")
     parser.add_argument("--tree-s", type=float, default=10.0, help="KVCTL_PLUGIN_TREE_S")
