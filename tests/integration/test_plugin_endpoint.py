@@ -28,7 +28,7 @@ from engine_adapter.snapshot_codec import (
     decode_snapshot,
 )
 from kvctl import __version__
-from tests.integration.plugin_support import EngineShapedScheduler
+from plugin_support import EngineShapedScheduler
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 
 from engine_adapter.plugin.attach import attach_from_runtime_context
 from engine_adapter.plugin.hooks import RUNTIME_ATTR
-from tests.integration.plugin_support import EngineShapedScheduler
+from plugin_support import EngineShapedScheduler
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ import pytest
 from engine_adapter.embedded.requests import RequestSpec
 from engine_adapter.plugin.attach import attach
 from engine_adapter.plugin.settings import PluginSettings
-from tests.integration.plugin_support import EngineShapedScheduler
+from plugin_support import EngineShapedScheduler
 
 pytestmark = pytest.mark.integration
 
