@@ -52,7 +52,7 @@ def attach(scheduler: Any, settings: PluginSettings, *, dp_rank: int,
             logger.error("kvctl plugin: %s", runtime.disabled_reason)
             return runtime
         logger.info("kvctl plugin: serving DP rank %d on %s", dp_rank, runtime.server.url)
-    install_eviction_probe(scheduler.tree_cache, runtime.on_evict)
+    install_eviction_probe(scheduler.tree_cache, runtime.on_evict, on_error=runtime.evict_failed)
     setattr(scheduler, RUNTIME_ATTR, runtime)
     return runtime
 

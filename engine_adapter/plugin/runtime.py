@@ -81,6 +81,11 @@ class PluginRuntime:
     def on_evict(self, requested: int, evicted: int, protected_after: int) -> None:
         self.guard(self._evicted, requested, evicted, protected_after)
 
+    def evict_failed(self, exc: Exception) -> None:
+        """The eviction probe could not read a call's numbers (probes.py `on_error`)."""
+        if not self.disabled:
+            self.fail(exc)
+
     def _evicted(self, requested: int, evicted: int, protected_after: int) -> None:
         self.tally.on_evict(requested, evicted, protected_after)
         if evicted:
