@@ -56,6 +56,7 @@ class PluginRuntime:
         self.failures = 0
         self.disabled_reason: str | None = None
         self.samples = 0
+        self.server: Any = None  # server.PluginServer once attach() started it
         self._next_sample_s = self.started_s  # the first boundary samples
         self._next_tree_s = self.started_s
         self._last_tree: tuple[TreeStats, TreeNodes, float] | None = None
