@@ -36,9 +36,9 @@ def _workload(engine) -> None:
                                   arrival_s=0.002 * i))
 
 
-def _drive(make_engine):
+def _drive(make_engine, tree_core: str = "rust"):
     """Yield (engine snapshot, plugin snapshot) after every step of the workload."""
-    engine = make_engine(pool_tokens=1024, page_size=16, token_budget=256)
+    engine = make_engine(pool_tokens=1024, page_size=16, token_budget=256, tree_core=tree_core)
     _workload(engine)
     host = EngineShapedScheduler(engine)
     runtime = attach(host, PluginSettings(), dp_rank=0, serve=False)
@@ -53,11 +53,12 @@ def _drive(make_engine):
             None, per_node=True, now=runtime.clock())
 
 
-def test_ledger_refs_and_tree_equal_the_embedded_engine_at_every_step(make_engine):
+@pytest.mark.parametrize("tree_core", ["rust", "python"])
+def test_ledger_refs_and_tree_equal_the_embedded_engine_at_every_step(make_engine, tree_core):
     """Pool ledger, refcount reconciliation, tree shape and per-node columns (except the
-    salted namespace label) are identical at every step boundary."""
+    salted namespace label) are identical at every step boundary, on both tree cores."""
     steps = leased = nodes = 0
-    for _engine, own, plugin in _drive(make_engine):
+    for _engine, own, plugin in _drive(make_engine, tree_core):
         steps += 1
         leased = max(leased, own.refs.leases)
         nodes = max(nodes, len(own.tree_nodes))
