@@ -3,7 +3,8 @@
 The command parses options into `ReplaySettings`, validates everything (trace lines,
 policies, pool size) before an engine exists, runs the replay (a Rich progress bar on a
 TTY, never under --json), then prints the report (Rich tables, or --json) and, with
---out DIR, writes report.json, timeline.csv and PNG plots atomically. With --sweep it runs
+--out DIR, writes report.json, timeline.csv and PNG plots as one set (a temporary folder
+renamed into place; --out is checked before the replay starts). With --sweep it runs
 the grid, each run in its own process with --parallel N, and prints one ranked table.
 """
 
@@ -72,16 +73,18 @@ def replay_command(
 
 
 def _single(settings: ReplaySettings, out: Path | None, json_output: bool) -> None:
-    from kvctl.cli.output import console, print_json
+    from kvctl.cli.output import console, print_json, versioned
     from kvctl.replay.plots import write_outputs
     from kvctl.replay.runner import prepare, run
+    from kvctl.util.atomic import atomic_dir
 
     prepared = prepare(settings)
     with ProgressBar(not json_output, "replay") as bar:
         result = run(prepared, on_progress=bar.replay if bar.enabled else None)
-    document = result.report.to_dict()
+    document = versioned(result.report.to_dict())  # report.json is the --json document
     if out is not None:
-        write_outputs(out, document, result.timeline, prepared.driver.name)
+        with atomic_dir(out) as folder:  # the whole set, or nothing (old folder kept)
+            write_outputs(folder, document, result.timeline, prepared.driver.name)
     if json_output:
         print_json(document)
     else:
@@ -93,10 +96,10 @@ def _single(settings: ReplaySettings, out: Path | None, json_output: bool) -> No
 
 def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | None,
            json_output: bool) -> None:
-    from kvctl.cli.output import console, print_json
+    from kvctl.cli.output import console, print_json, versioned
     from kvctl.replay import sweep as sweeps
     from kvctl.replay.plots import plot_hit_rate_vs_pool, write_outputs
-    from kvctl.util.atomic import write_json
+    from kvctl.util.atomic import atomic_dir, write_json
 
     axes = sweeps.parse_sweeps(options)
     runs = sweeps.grid(base, axes)
@@ -110,16 +113,18 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
 
         results = sweeps.run_sweep(runs, parallel=parallel, on_done=on_done)
     rows = sweeps.rank(runs, results)
-    document = sweeps.sweep_document(axes, rows, results)
+    document = versioned(sweeps.sweep_document(axes, rows, results))
     if out is not None:
         title = Path(base.workload).name
-        for settings, result in zip(runs, results):
-            write_outputs(out / sweeps.slug(settings.label), result.report.to_dict(),
-                          result.timeline, f"{title} ({settings.label})")
-        points = sweeps.hit_vs_pool_points(rows)
-        if points:
-            plot_hit_rate_vs_pool(points, out / "hit_rate_vs_pool.png", title)
-        write_json(out / "sweep.json", document)
+        with atomic_dir(out) as folder:  # the whole set, or nothing (old folder kept)
+            for settings, result in zip(runs, results):
+                write_outputs(folder / sweeps.slug(settings.label),
+                              versioned(result.report.to_dict()), result.timeline,
+                              f"{title} ({settings.label})")
+            points = sweeps.hit_vs_pool_points(rows)
+            if points:
+                plot_hit_rate_vs_pool(points, folder / "hit_rate_vs_pool.png", title)
+            write_json(folder / "sweep.json", document)
     if json_output:
         print_json(document)
     else:

@@ -59,7 +59,7 @@ def test_minimal_scenario_parses():
     ("path", "value", "message"),
     [
         ("duration_s", -1, "s.yaml: duration_s: -1 is outside [1e-09, None]"),
-        ("duration_s", "long", "s.yaml: duration_s: expected a number, got 'long'"),
+        ("duration_s", "long", "s.yaml: duration_s: expected a finite number, got 'long'"),
         ("seed", 1.5, "s.yaml: seed: expected an integer, got 1.5"),
         ("name", "", "s.yaml: name: expected a non-empty string, got ''"),
         ("agents", [], "s.yaml: agents: needs at least one agent"),
@@ -123,7 +123,7 @@ def test_yaml_syntax_error_names_the_line(tmp_path):
     """Unparseable YAML is one line naming the file and the line."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nagents: [\n  - oops: :\n")
-    with pytest.raises(InputError, match=r"bad\.yaml: line \d+ is not valid YAML"):
+    with pytest.raises(InputError, match=r"bad\.yaml:\d+: not valid YAML \(.+\)$"):
         read_scenario(bad)
 
 
