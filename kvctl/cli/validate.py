@@ -132,6 +132,33 @@ def check_number(name: str, value: int | float) -> None:
         raise InputError(f"{label} {rule.describe(value)}, got {shown}")
 
 
+def _dtype(value: str) -> None:
+    from kvctl.sizing.dtypes import canonical_dtype
+
+    canonical_dtype(value)
+
+
+def _choice(*allowed: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if value not in allowed:
+            raise InputError(f"{value!r} is not one of {', '.join(allowed)}")
+    return check
+
+
+def _eviction(value: str) -> None:
+    from engine_adapter.embedded.config import EVICTION_POLICIES  # no SGLang import
+
+    _choice(*EVICTION_POLICIES)(value)
+
+
+# Text options with a closed set of values, checked whether or not the command ends up
+# using them (a typo in an option that happens not to matter is still a typo).
+TEXT_RULES: dict[str, Callable[[str], None]] = {
+    "kv_dtype": _dtype, "weight_dtype": _dtype, "tree_core": _choice("rust", "python"),
+    "eviction": _eviction,
+}
+
+
 def check_option(name: str, value: Any) -> None:
     """Check one parsed option value by its parameter name; None (not given) always passes."""
     from kvctl.util.inputs import check_input_file, check_out_dir
@@ -144,6 +171,11 @@ def check_option(name: str, value: Any) -> None:
         return
     if isinstance(value, (int, float)):
         check_number(name, value)
+    elif name in TEXT_RULES and isinstance(value, str):
+        try:
+            TEXT_RULES[name](value)
+        except InputError as err:
+            raise InputError(f"{flag_name(name)}: {err}") from None
     elif name in FILE_OPTIONS and isinstance(value, (str, Path)):
         check_input_file(value, what="" if name in POSITIONAL else flag_name(name))
     elif name in OUT_OPTIONS and isinstance(value, (str, Path)):
