@@ -224,11 +224,27 @@ class _GatedSource:
         pass
 
 
+class _CountingCondition(threading.Condition):
+    """A Condition that counts the threads that went to wait on it (a barrier for the test:
+    the read is released only once every scrape is known to be waiting for it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = threading.Semaphore(0)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.release()
+        return super().wait(timeout)
+
+
 def test_scrapes_arriving_during_a_read_share_it():
-    """Single flight: seven scrapes that arrive while a read is in flight cost no extra read."""
+    """Single flight: seven scrapes that arrive while a read is in flight cost no extra read.
+    The read is held until all seven wait on the in-flight read, so no scrape can arrive
+    after it ended and start a second one (the race that made this test flaky)."""
     source = _GatedSource()
     registry = CollectorRegistry()
-    SnapshotCollector(source, registry=registry)
+    collector = SnapshotCollector(source, registry=registry)
+    gate = collector._reader._cond = _CountingCondition()
     first = threading.Thread(target=generate_latest, args=(registry,))
     first.start()
     assert source.entered.wait(5)
@@ -237,6 +253,8 @@ def test_scrapes_arriving_during_a_read_share_it():
               for _ in range(7)]
     for thread in others:
         thread.start()
+    for _ in others:
+        assert gate.waiting.acquire(timeout=5)  # every scrape is parked on the shared read
     source.release.set()
     for thread in [first, *others]:
         thread.join(5)
