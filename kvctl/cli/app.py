@@ -67,8 +67,7 @@ class KvctlGroup(TyperGroup):
         """Run without Typer's standalone handling so that a usage error is one line."""
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click_errors.NoArgsIsHelpError as err:  # `kvctl` alone: the help, as before
-            err.show()
+        except click_errors.NoArgsIsHelpError as err:  # `kvctl` alone: help already printed
             code = err.exit_code
         except click_errors.ClickException as err:
             ctx = getattr(err, "ctx", None)
