@@ -177,4 +177,4 @@ def test_missing_workload_is_an_input_error(tmp_path):
     result = invoke("plan", "recommend", "--model", "Llama-3-8B", "--gpu", "H100-SXM",
                     "--context", "4000", "--output", "200", "--validate-with-replay", str(missing))
     assert result.exit_code == 2
-    assert result.stderr.strip() == f"kvctl: error: {missing}: no such file"
+    assert result.stderr.strip() == f"kvctl: error: --validate-with-replay {missing}: no such file"
