@@ -190,7 +190,8 @@ def invoke(path: str, name: str | None, values: list[str]):
     if name in POSITIONAL:
         return Runner().invoke(app, [*path.split(), *values, *base[1:]])
     if name is not None:
-        drop = {"--" + n.replace("_", "-") for n in {name} | (SOURCES if name in SOURCES else set())}
+        names = {name} | (SOURCES if name in SOURCES else set())
+        drop = {"--" + n.replace("_", "-") for n in names}
         kept, index = [], 0
         while index < len(base):
             token = base[index]
