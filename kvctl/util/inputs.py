@@ -113,9 +113,8 @@ def check_out_dir(path: str | os.PathLike, *, what: str = "--out") -> Path:
 
     Refused: an existing file; a folder that holds anything kvctl does not write
     (OUTPUT_FILES, is_kvctl_output); the working folder or one above it; a place where nothing
-    can be
-    created (probed by creating and removing a temporary folder in the nearest existing
-    parent). Nothing is left behind by the check.
+    can be created (probed by creating and removing a temporary folder in the nearest
+    existing parent). Nothing is left behind by the check.
     """
     path = Path(path)
     label = _label(what, path)
