@@ -4,6 +4,14 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 PIP     := $(BIN)/python -m pip --disable-pip-version-check -q
 STAMP   := $(VENV)/.kvctl-setup-done
+# pip's resolver lists every SGLang dependency that --no-deps left out on purpose ("sglang
+# 0.5.23 requires X, which is not installed"), about 60 lines a newcomer reads as failure.
+# Those lines are dropped; everything else pip prints (real errors) still shows, and
+# pipefail keeps pip's exit status.
+SHELL        := /bin/bash
+.SHELLFLAGS  := -eo pipefail -c
+PIP_NOISE    := which is not installed|^ERROR: pip's dependency resolver does not currently|^sglang [0-9.]+ requires
+QUIET_PIP     = 2>&1 | { grep -Ev "$(PIP_NOISE)" || true; }
 REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/kvctl.txt requirements/dev.txt requirements/ray.txt pyproject.toml
 
 .PHONY: setup demo test test-fast bench lint clean
@@ -16,14 +24,17 @@ setup: $(STAMP)
 $(STAMP): $(REQS)
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found (kvctl needs Python 3.11)"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(PIP) install -r requirements/torch.txt
-	$(PIP) install --no-deps -r requirements/sglang.txt
-	$(PIP) install -r requirements/runtime.txt
-	$(PIP) install -r requirements/kvctl.txt
-	$(PIP) install -r requirements/dev.txt
-	$(PIP) install -r requirements/ray.txt
-	$(PIP) install --no-build-isolation -e .
+	@echo "make setup: torch (CPU), SGLang $$(sed -n 's/^sglang==//p' requirements/sglang.txt) and kvctl into $(VENV)"
+	@echo "make setup: SGLang's GPU dependency set (flashinfer, sgl-kernel, CUDA wheels) is skipped on purpose: kvctl uses only its CPU-side KV-cache components"
+	@$(PIP) install -r requirements/torch.txt $(QUIET_PIP)
+	@$(PIP) install --no-deps -r requirements/sglang.txt $(QUIET_PIP)
+	@$(PIP) install -r requirements/runtime.txt $(QUIET_PIP)
+	@$(PIP) install -r requirements/kvctl.txt $(QUIET_PIP)
+	@$(PIP) install -r requirements/dev.txt $(QUIET_PIP)
+	@$(PIP) install -r requirements/ray.txt $(QUIET_PIP)
+	@$(PIP) install --no-build-isolation -e . $(QUIET_PIP)
 	@touch $(STAMP)
+	@echo "make setup: done"
 
 demo: setup
 	$(BIN)/kvctl replay examples/scenarios/coding-agents.yaml --limit 8

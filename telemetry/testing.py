@@ -2,7 +2,8 @@
 tests only.
 
 TEST-ONLY. `seed_snapshot()` builds a real `Snapshot` carrying the worked numbers of seed 000
-0x0CF (funnel 12 >= 11 >= 9 >= 7 >= 6 >= 6 >= 5 >= 4 >= 4; ledger 12 = 3 free + 2 evictable
+0x0CF (funnel 12 >= 11 >= 9 >= 7 >= 6 >= 6 >= 5 >= 4 >= 4, built by the real FunnelRecorder
+from what happened to each request; ledger 12 = 3 free + 2 evictable
 + 5 live + 2 reserved/copying; delta_ref = 9 - 9 = 0; L_map = 0), so collector tests can
 assert exact sample values. `FixedSnapshotSource` replays a fixed list of snapshots; it is a
 stand-in for the embedded engine's live run where a test must not depend on the engine, and
@@ -21,14 +22,8 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-from engine_adapter.funnel import (
-    REJECTION_REASONS,
-    STAGES,
-    Funnel,
-    FunnelStage,
-    PrefixLengths,
-    Rejection,
-)
+from engine_adapter.funnel import Funnel
+from engine_adapter.instrument.funnel_recorder import AdmissionFacts, FunnelRecorder
 from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import (
     Counters,
@@ -41,28 +36,43 @@ from engine_adapter.snapshot import (
     TreeStats,
 )
 
-# seed 000 0x0CF "The checked synthetic counts": requests at each funnel stage.
-SEED_FUNNEL_REQUESTS: tuple[int, ...] = (12, 11, 9, 7, 6, 6, 5, 4, 4)
-# Tokens per request in the hand-built funnel (the seed gives request counts only).
-TOKENS_PER_REQUEST = 100
+# seed 000 0x0CF "The checked synthetic counts", told as what happened to each of 12
+# requests (the seed's counts 12 >= 11 >= 9 >= 7 >= 6 >= 6 >= 5 >= 4 >= 4 are the
+# recorder's cumulative result, not typed in): one unauthorized, two index misses, two in
+# an incompatible namespace, one stale generation, one waiting on a reload (mapping lag),
+# one whose snapshot went stale, four executed hits.
+SEED_OUTCOMES: tuple[tuple[str, int], ...] = (
+    ("unauthorized_namespace", 1), ("index_miss", 2), ("incompatible_namespace", 2),
+    ("stale_generation", 1), ("mapping_lag", 1), ("stale_snapshot", 1), ("executed", 4),
+)
+# Each request: a 100-token prompt, S_cap = 99 (seed 000 0x07A: one token kept for the
+# logits), and a 64-token cached prefix wherever a stage finds one.
+PROMPT_TOKENS, CAP_TOKENS, PREFIX_TOKENS = 100, 99, 64
+
+
+def _facts(outcome: str) -> AdmissionFacts:
+    """The facts an engine would record for a request that ends at `outcome`."""
+    order = ("unauthorized_namespace", "index_miss", "incompatible_namespace",
+             "stale_generation", "mapping_lag", "stale_snapshot", "executed")
+    reached = order.index(outcome)  # gates passed before the one that failed
+    prefix = PREFIX_TOKENS
+    return AdmissionFacts(
+        s_prompt=PROMPT_TOKENS, s_cap=CAP_TOKENS, authorized=reached >= 1,
+        s_any=prefix if reached >= 2 else 0, s_ns=prefix if reached >= 3 else 0,
+        s_sem=prefix if reached >= 4 else 0, s_indexed=prefix if reached >= 4 else 0,
+        leased=reached >= 4, mapped=reached >= 5, snapshot_current=reached >= 6,
+        s_runtime=prefix if reached >= 6 else 0,
+    )
 
 
 def seed_funnel(scale: int = 1) -> Funnel:
-    """The seed 000 0x0CF funnel, every count multiplied by `scale`, 100 tokens a request."""
-    counts = [n * scale for n in SEED_FUNNEL_REQUESTS]
-    stages = tuple(FunnelStage(name=name, requests=n, tokens=n * TOKENS_PER_REQUEST)
-                   for name, n in zip(STAGES, counts, strict=True))
-    rejections = tuple(
-        Rejection(reason=reason, requests=counts[i] - counts[i + 1],
-                  tokens=(counts[i] - counts[i + 1]) * TOKENS_PER_REQUEST)
-        for i, reason in enumerate(REJECTION_REASONS)
-    )
-    prompt = counts[0] * 1000
-    runtime = counts[-1] * TOKENS_PER_REQUEST
-    lengths = PrefixLengths(prompt=prompt, semantic=counts[2] * TOKENS_PER_REQUEST,
-                            indexed=counts[2] * TOKENS_PER_REQUEST, cap=prompt - counts[0],
-                            runtime=runtime)
-    return Funnel(stages=stages, rejections=rejections, lengths=lengths)
+    """The seed 000 0x0CF funnel as kvctl's FunnelRecorder builds it from SEED_OUTCOMES,
+    each outcome `scale` times (stages, rejection buckets, lengths all recorder-made)."""
+    recorder = FunnelRecorder()
+    for outcome, count in SEED_OUTCOMES:
+        for _ in range(count * scale):
+            recorder.record(_facts(outcome))
+    return recorder.freeze()
 
 
 def seed_snapshot(seq: int = 1, **changes: object) -> Snapshot:

@@ -11,13 +11,12 @@ hashed with $KVCTL_NAMESPACE_SALT (random per run when unset) unless allow-liste
 from __future__ import annotations
 
 import ipaddress
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from kvctl.cli.output import console, emit
+from kvctl.cli.output import console, print_json_line
 from kvctl.errors import InputError, RuntimeFailure
 
 Opt = typer.Option
@@ -87,7 +86,7 @@ def exporter_command(
                         "interval_s": interval, "otlp": spans is not None,
                         "loopback": _is_loopback(server.host)}
             if json_out:  # one line, so a parent process can read the address and go on
-                emit(json.dumps(document))
+                print_json_line(document)
                 return
             with STDOUT_LOCK:  # the live run's worker may be redirecting fd 1 right now
                 out = console()

@@ -99,10 +99,9 @@ def inspect_command(
 
 def load_prompt(path: Path) -> dict[str, Any]:
     """Token ids (and optional cache_salt / extra_key) from a prompt file; InputError otherwise."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"--prompt-file {path}: {err.strerror or err}") from None
+    from kvctl.util.inputs import read_text
+
+    text = read_text(path, what="--prompt-file")
     try:
         parsed: Any = json.loads(text)
     except ValueError:

@@ -1,7 +1,8 @@
 """Rendering at the CLI edge: JSON for scripts, Rich tables for people.
 
 Commands build a plain dict (the `--json` document) and, for people, a Rich renderable.
-Nothing below `kvctl.cli` prints.
+Nothing below `kvctl.cli` prints. Every `--json` document carries `schema_version`; a
+non-finite float is spelled "NaN" / "Infinity" / "-Infinity", and null means unknown.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from typing import Any
 
 import typer
 from rich.console import Console
+
+# Version of every `--json` document kvctl prints (its `schema_version` field).
+SCHEMA_VERSION = 1
 
 _console: Console | None = None
 
@@ -46,13 +50,37 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, float) and not math.isfinite(obj):
-        return None
+        return spell_non_finite(obj)
     return obj
 
 
+def spell_non_finite(value: float) -> str:
+    """NaN and infinities as the strings "NaN", "Infinity", "-Infinity": strict JSON has no
+    literal for them, and null already means "unknown / not observable" in kvctl's output."""
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def versioned(data: Any) -> Any:
+    """The `--json` document with `schema_version` first (a top-level mapping only). Bump
+    SCHEMA_VERSION when a field changes meaning or goes away; adding fields does not."""
+    document = to_jsonable(data)
+    if isinstance(document, dict) and "schema_version" not in document:
+        document = {"schema_version": SCHEMA_VERSION, **document}
+    return document
+
+
 def print_json(data: Any) -> None:
-    """Print `data` as indented JSON on stdout (the `--json` contract)."""
-    emit(json.dumps(to_jsonable(data), indent=2, sort_keys=False))
+    """Print `data` as indented JSON on stdout (the `--json` contract): versioned, strict
+    JSON (allow_nan=False: a non-finite float that escaped to_jsonable is a bug, not output)."""
+    emit(json.dumps(versioned(data), indent=2, sort_keys=False, allow_nan=False))
+
+
+def print_json_line(data: Any) -> None:
+    """The same document as one compact line (for a reader that takes one line, e.g. the
+    exporter's address announcement)."""
+    emit(json.dumps(versioned(data), allow_nan=False))
 
 
 def emit(line: str) -> None:

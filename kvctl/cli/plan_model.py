@@ -63,11 +63,21 @@ def token_bytes(
 def check_context(geometry: Any | None, context: int) -> None:
     """Refuse a context longer than the model's window (plans must be servable)."""
     if geometry is not None and context > geometry.max_context:
+        alternative = ("pass --bytes-per-token instead of --model" if _command_has("bytes_per_token")
+                       else "size a RoPE-scaled deployment with `kvctl plan capacity "
+                       "--bytes-per-token`")
         raise InputError(
             f"context {context:,} exceeds {geometry.name}'s window of "
-            f"{geometry.max_context:,} tokens; pick a long-context model or pass "
-            f"--bytes-per-token instead of --model"
+            f"{geometry.max_context:,} tokens; pick a long-context model or {alternative}"
         )
+
+
+def _command_has(parameter: str) -> bool:
+    """Whether the running command takes `parameter` (so a hint never names a missing option)."""
+    from typer._click.globals import get_current_context  # Typer 0.29 vendors Click
+
+    ctx = get_current_context(silent=True)
+    return ctx is not None and any(p.name == parameter for p in ctx.command.params)
 
 
 def params_count(geometry: Any | None, params_b: float | None) -> float:

@@ -3,7 +3,8 @@
 The command parses options into `ReplaySettings`, validates everything (trace lines,
 policies, pool size) before an engine exists, runs the replay (a Rich progress bar on a
 TTY, never under --json), then prints the report (Rich tables, or --json) and, with
---out DIR, writes report.json, timeline.csv and PNG plots atomically. With --sweep it runs
+--out DIR, writes report.json, timeline.csv and PNG plots as one set (a temporary folder
+renamed into place; --out is checked before the replay starts). With --sweep it runs
 the grid, each run in its own process with --parallel N (or one Ray task per run with
 --executor ray, kvctl.replay.ray_executor), and prints one ranked table.
 """
@@ -91,16 +92,18 @@ def replay_command(
 
 
 def _single(settings: ReplaySettings, out: Path | None, json_output: bool) -> None:
-    from kvctl.cli.output import console, print_json
+    from kvctl.cli.output import console, print_json, versioned
     from kvctl.replay.plots import write_outputs
     from kvctl.replay.runner import prepare, run
+    from kvctl.util.atomic import atomic_dir
 
     prepared = prepare(settings)
     with ProgressBar(not json_output, "replay") as bar:
         result = run(prepared, on_progress=bar.replay if bar.enabled else None)
-    document = result.report.to_dict()
+    document = versioned(result.report.to_dict())  # report.json is the --json document
     if out is not None:
-        write_outputs(out, document, result.timeline, prepared.driver.name)
+        with atomic_dir(out) as folder:  # the whole set, or nothing (old folder kept)
+            write_outputs(folder, document, result.timeline, prepared.driver.name)
     if json_output:
         print_json(document)
     else:
@@ -112,10 +115,10 @@ def _single(settings: ReplaySettings, out: Path | None, json_output: bool) -> No
 
 def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | None,
            json_output: bool, executor: str = "local", ray_address: str | None = None) -> None:
-    from kvctl.cli.output import console, print_json
+    from kvctl.cli.output import console, print_json, versioned
     from kvctl.replay import sweep as sweeps
     from kvctl.replay.plots import plot_hit_rate_vs_pool, write_outputs
-    from kvctl.util.atomic import write_json
+    from kvctl.util.atomic import atomic_dir, write_json
 
     axes = sweeps.parse_sweeps(options)
     runs = sweeps.grid(base, axes)
@@ -135,17 +138,19 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
         else:
             results = sweeps.run_sweep(runs, parallel=parallel, on_done=on_done)
     rows = sweeps.rank(runs, results)
-    document = sweeps.sweep_document(axes, rows, results, runs)
+    document = versioned(sweeps.sweep_document(axes, rows, results, runs))
     if out is not None:
         title = Path(base.workload).name
-        for settings, outcome in zip(runs, results):
-            if outcome.result is not None:
-                write_outputs(out / sweeps.slug(settings.label), outcome.result.report.to_dict(),
-                              outcome.result.timeline, f"{title} ({settings.label})")
-        points = sweeps.hit_vs_pool_points(rows)
-        if points:
-            plot_hit_rate_vs_pool(points, out / "hit_rate_vs_pool.png", title)
-        write_json(out / "sweep.json", document)
+        with atomic_dir(out) as folder:  # the whole set, or nothing (old folder kept)
+            for settings, outcome in zip(runs, results):
+                if outcome.result is not None:
+                    write_outputs(folder / sweeps.slug(settings.label),
+                                  versioned(outcome.result.report.to_dict()),
+                                  outcome.result.timeline, f"{title} ({settings.label})")
+            points = sweeps.hit_vs_pool_points(rows)
+            if points:
+                plot_hit_rate_vs_pool(points, folder / "hit_rate_vs_pool.png", title)
+            write_json(folder / "sweep.json", document)
     if json_output:
         print_json(document)
     else:

@@ -92,6 +92,10 @@ def engine_config(
         if pool_gb <= 0:
             raise InputError(f"--pool-gb must be positive, got {pool_gb}")
         pool_tokens = deployment.pool_tokens_for_bytes(pool_gb * 1e9)
+        if pool_tokens == 0:  # not "unbounded": the user asked for a pool too small
+            per_token = deployment.pool_tokens_for_bytes(1e12)
+            raise InputError(f"--pool-gb {pool_gb:g} holds no token of {deployment.model}'s KV "
+                             f"({1e12 / per_token:,.0f} bytes per token); give a larger pool")
     if pool_tokens is not None and pool_tokens < 0:
         raise InputError(f"--pool-tokens must be >= 0, got {pool_tokens}")
     if pool_tokens == 0:

@@ -36,6 +36,7 @@ import numpy as np
 
 from engine_adapter.embedded.requests import RequestSpec
 from kvctl.errors import InputError
+from kvctl.util.inputs import check_input_file, decode_line
 
 BLOCK_TOKENS = 512  # Mooncake's hash block size
 MAX_HASH_ID = ((1 << 30) - 1) // BLOCK_TOKENS - 1  # keeps 1 + 512 b + 511 < 2^30
@@ -123,14 +124,16 @@ def iter_records(path: str | Path, *, limit: int | None = None) -> Iterator[Moon
     """
     if limit is not None and limit <= 0:
         raise InputError(f"--limit must be positive, got {limit}")
+    check_input_file(path, what="trace")
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed in finally
+        handle = open(path, "rb")  # noqa: SIM115 - closed in finally; decoded per line
     except OSError as err:
         raise InputError(f"cannot read trace {path}: {err.strerror}") from None
     try:
         count = 0
         previous = 0.0
-        for number, text in enumerate(handle, start=1):
+        for number, raw in enumerate(handle, start=1):
+            text = decode_line(raw, path=path, line=number)
             if not text.strip():
                 continue
             record = parse_line(text, path=path, line=number)
@@ -142,8 +145,6 @@ def iter_records(path: str | Path, *, limit: int | None = None) -> Iterator[Moon
             count += 1
             if limit is not None and count >= limit:
                 return
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text file") from None
     finally:
         handle.close()
 

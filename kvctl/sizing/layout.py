@@ -33,17 +33,9 @@ from kvctl.sizing.address import (
 
 def load_layout(path: str | Path) -> Layout:
     """Read, parse and validate a manifest file. Raises InputError with one line."""
-    import yaml  # input parsing only; the translator stays pure
+    from kvctl.util.inputs import load_yaml  # input parsing only; the translator stays pure
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read layout {path}: {err.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        first = str(err).splitlines()[0] if str(err) else "malformed YAML"
-        raise InputError(f"layout {path}: {first}") from None
+    data = load_yaml(path, what="layout")
     return layout_from_dict(data, source=str(path))
 
 

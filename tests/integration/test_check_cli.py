@@ -103,7 +103,7 @@ def test_human_output_names_the_outcome(sglang_ready):
     ("args", "message"),
     [
         (("--scenario", "/nonexistent/scenario.yaml"),
-         "kvctl: error: cannot read scenario /nonexistent/scenario.yaml: No such file or directory"),
+         "kvctl: error: --scenario /nonexistent/scenario.yaml: no such file"),
         (("--inject-fault", "bitflip"),
          "kvctl: error: unknown fault 'bitflip'; valid: leak, lock-leak, alloc-fail"),
     ],

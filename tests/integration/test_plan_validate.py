@@ -148,10 +148,14 @@ def test_human_output_has_the_mappings_and_the_side_by_side_table(split_text):
 
 def test_two_replicas_replay_one_server_with_its_max_running(split_text):
     """--gpus 2 --tp 1 is two replicas; --max-running-requests is per server, so the one
-    replayed replica takes it unchanged."""
+    replayed replica takes it unchanged. Worked out from the plan's inputs: each H100 replica
+    holds 498,495 tokens of Llama-3-8B's 131,072 B/token (80 GiB - 16.06 GB of bf16 weights -
+    4.5 GB reserve); the admission ceiling tau_high = 0.88 over both replicas admits
+    floor(0.88 x 996,990 / 6,300) = 139 trajectories of 6,000 + 300 tokens; per server
+    139 // 2 = 69."""
     line = next(l for l in split_text.splitlines() if l.startswith("replayed with: max running "))
-    per_server = int(line.split()[4])
-    assert line.endswith(f"<- --max-running-requests {per_server} (per server; 2 replicas, one replayed)")
+    assert line == ("replayed with: max running 69 <- --max-running-requests 69 (per server; "
+                    "2 replicas, one replayed)")
 
 
 def test_hicache_off_gives_the_replay_no_host_tier(split_text):
@@ -174,4 +178,4 @@ def test_missing_workload_is_an_input_error(tmp_path):
     result = invoke("plan", "recommend", "--model", "Llama-3-8B", "--gpu", "H100-SXM",
                     "--context", "4000", "--output", "200", "--validate-with-replay", str(missing))
     assert result.exit_code == 2
-    assert result.stderr.strip() == f"kvctl: error: {missing}: no such file"
+    assert result.stderr.strip() == f"kvctl: error: --validate-with-replay {missing}: no such file"

@@ -26,8 +26,8 @@ def invoke(*args):
     [
         (["--scenario", LIFECYCLE, "--url", "http://127.0.0.1:1"],
          "give at most one of --scenario FILE, --trace FILE, --url URL"),
-        (["--refresh", "0"], "--refresh 0.0 must be > 0 seconds"),
-        (["--pace", "-1"], "--pace -1.0 must be >= 0"),
+        (["--refresh", "0"], "--refresh must be positive, got 0"),
+        (["--pace", "-1"], "--pace must not be negative, got -1"),
         (["--pool-tokens", "0"], "--pool-tokens 0 must be > 0"),
         (["--kv-events", "tcp://127.0.0.1:5557"], "--kv-events only applies with --url"),
         (["--url", "ftp://host:1"], "--url 'ftp://host:1' is not an http(s)://HOST:PORT address"),

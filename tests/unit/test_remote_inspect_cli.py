@@ -29,7 +29,11 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def imported(*args: str) -> set[str]:
+def imported(*args: str, exit_code: int, says: str) -> set[str]:
+    """Top-level packages `python -m kvctl ARGS` imported. The run must end with `exit_code`
+    and print `says` (proof the inspect command ran), so a process that died early (an
+    import error, a crash before the command ran) fails the test instead of passing for
+    having imported "nothing heavy"."""
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "kvctl", *args],
         cwd=REPO,
@@ -37,21 +41,22 @@ def imported(*args: str) -> set[str]:
         text=True,
         timeout=120,
     )
-    return {
-        line.rsplit("|", 1)[1].strip().split(".")[0]
-        for line in proc.stderr.splitlines()
-        if line.startswith("import time:")
-    }
+    assert proc.returncode == exit_code, proc.stderr[-2000:]
+    assert says in proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return {line.rsplit("|", 1)[1].strip().split(".")[0] for line in lines}
 
 
 def test_help_imports_neither_torch_nor_sglang():
-    """`kvctl inspect --help` stays light."""
-    assert not {"torch", "sglang"} & imported("inspect", "--help")
+    """`kvctl inspect --help` stays light (and really printed the help: exit 0)."""
+    assert not {"torch", "sglang"} & imported("inspect", "--help", exit_code=0,
+                                             says="kvctl inspect [OPTIONS]")
 
 
 def test_attach_attempt_imports_neither_torch_nor_sglang():
-    """Even attaching (to a dead port) never imports torch or sglang."""
-    modules = imported("inspect", "--url", f"http://127.0.0.1:{closed_port()}", "--wait", "0")
+    """Even attaching (to a dead port: exit 1, after trying) never imports torch or sglang."""
+    modules = imported("inspect", "--url", f"http://127.0.0.1:{closed_port()}", "--wait", "0",
+                       exit_code=1, says="kvctl: error: no server answered")
     assert "engine_adapter" in modules and not {"torch", "sglang"} & modules
 
 

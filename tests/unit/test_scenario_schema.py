@@ -59,7 +59,7 @@ def test_minimal_scenario_parses():
     ("path", "value", "message"),
     [
         ("duration_s", -1, "s.yaml: duration_s: -1 is outside [1e-09, None]"),
-        ("duration_s", "long", "s.yaml: duration_s: expected a number, got 'long'"),
+        ("duration_s", "long", "s.yaml: duration_s: expected a finite number, got 'long'"),
         ("seed", 1.5, "s.yaml: seed: expected an integer, got 1.5"),
         ("name", "", "s.yaml: name: expected a non-empty string, got ''"),
         ("agents", [], "s.yaml: agents: needs at least one agent"),
@@ -123,7 +123,7 @@ def test_yaml_syntax_error_names_the_line(tmp_path):
     """Unparseable YAML is one line naming the file and the line."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nagents: [\n  - oops: :\n")
-    with pytest.raises(InputError, match=r"bad\.yaml: line \d+ is not valid YAML"):
+    with pytest.raises(InputError, match=r"bad\.yaml:\d+: not valid YAML \(.+\)$"):
         read_scenario(bad)
 
 
@@ -167,3 +167,34 @@ def test_distribution_means():
     assert Dist("normal", 50, 5).mean == 50
     assert Dist("exponential", 0.3).mean == 0.3
     assert Dist("lognormal", 0.6, 0.4).mean == pytest.approx(0.6 * math.exp(0.08))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("pool_tokens", "x", "s.yaml: engine.pool_tokens: expected an integer, got 'x'"),
+        ("pool_tokens", 49152.5, "s.yaml: engine.pool_tokens: expected an integer, got 49152.5"),
+        ("page_size", 0, "s.yaml: engine.page_size: 0 is outside [1, 65536]"),
+        ("token_budget", math.nan, "s.yaml: engine.token_budget: expected an integer, got nan"),
+        ("max_context_len", True, "s.yaml: engine.max_context_len: expected an integer, got True"),
+        ("tau_high", 0, "s.yaml: engine.tau_high: must be above 0 (nothing would ever be admitted)"),
+        ("tau_high", 1.5, "s.yaml: engine.tau_high: 1.5 is outside [0, 1]"),
+        ("tau_high", math.inf, "s.yaml: engine.tau_high: expected a finite number, got inf"),
+        ("default_retention", "keep",
+         "s.yaml: engine.default_retention: 'keep' is not one of retain, drop, offload, auto"),
+    ],
+)
+def test_engine_fields_are_typed_and_named(field, value, message):
+    """An `engine:` override of the wrong type or range is one error naming engine.<field>."""
+    doc = copy.deepcopy(MINIMAL)
+    doc["engine"] = {field: value}
+    assert _error(doc) == message
+
+
+def test_engine_fields_come_back_typed():
+    """Valid overrides are returned as EngineConfig takes them (an integral float as int)."""
+    doc = copy.deepcopy(MINIMAL)
+    doc["engine"] = {"pool_tokens": 49152.0, "page_size": 16, "tau_high": 0.9}
+    engine = parse_scenario(doc, "s.yaml").engine
+    assert engine == {"pool_tokens": 49152, "page_size": 16, "tau_high": 0.9}
+    assert type(engine["pool_tokens"]) is int

@@ -13,7 +13,7 @@ import pytest
 from kvctl.sizing import paging, pool
 from kvctl.sizing.hardware import resolve_gpu
 from kvctl.sizing.models import resolve_model
-from kvctl.util.units import GB, GIB, KIB, MIB
+from kvctl.util.units import GB, GIB, KIB, MIB, fmt_bytes
 
 pytestmark = pytest.mark.unit
 
@@ -175,17 +175,26 @@ def test_napkin_0_7_unshared_agents_36():
 
 def test_napkin_0_7_shared_prefix_agents_122():
     """0.7 step 5: a 24,576-token prefix (8.05 GB) held once leaves 10,240 private tokens
-    per agent: 122 trajectories."""
-    assert round(24_576 * 327_680 / GB, 2) == 8.05
+    per agent: 122 trajectories. The 8.05 GB is kvctl's own rendering of the prefix bytes."""
+    assert fmt_bytes(24_576 * 327_680, decimal=True) == "8.05 GB"
     assert pool.concurrent_trajectories(
         _napkin_0_7_capacity(), 8_192 + 2_048, shared_prefix_tokens=24_576, headroom_fraction=0.10
     ) == 122
 
 
 def test_napkin_0_7_expansion_ratio():
-    """Discrepancy, documented: 0.7 calls 122 / 36 a 3.38x expansion; the quotient is
-    3.388..., which rounds to 3.39 (the seed truncated)."""
-    assert round(122 / 36, 2) == 3.39
+    """Discrepancy, documented: 0.7 calls 122 / 36 a 3.38x expansion; kvctl's plan of the
+    same napkin (8x H100 at 80 GB, 17.5 GB weights and 4.5 GB reserve per device, TP=8,
+    327,680 B/token, 32,768 + 2,048 tokens, a 24,576-token shared prefix) computes the
+    quotient 3.388..., which rounds to 3.39 (the seed truncated)."""
+    from kvctl.sizing.plan.capacity import hbm_split, plan_capacity
+
+    split = hbm_split(hbm_bytes=80 * GB, weights_bytes=17_500_000_000,
+                      runtime_bytes=4_500_000_000, devices=8)
+    plan = plan_capacity(split=split, bytes_per_token=327_680, bytes_per_token_per_device=40_960,
+                         tp=8, context_tokens=32_768, output_tokens=2_048, shared_tokens=24_576)
+    assert (plan.max_trajectories_unshared, plan.max_trajectories_shared) == (36, 122)
+    assert plan.shared_gain == 122 / 36 and f"{plan.shared_gain:.2f}" == "3.39"
 
 
 @pytest.mark.parametrize(

@@ -55,9 +55,9 @@ def test_missing_file_is_an_input_error(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--port", "70000"), "--port 70000 is out of range 0-65535"),
-        (("--interval", "0"), "--interval 0.0 must be > 0 seconds"),
-        (("--duration", "-1"), "--duration -1.0 must be > 0 seconds"),
+        (("--port", "70000"), "--port must be at most 65,535, got 70000"),
+        (("--interval", "0"), "--interval must be positive, got 0"),
+        (("--duration", "-1"), "--duration must be positive, got -1"),
     ],
 )
 def test_out_of_range_numbers_are_input_errors(workload, args, message):

@@ -48,7 +48,9 @@ def test_utilization_and_token_usage_on_the_seed_ledger():
 
 
 def test_funnel_stages_and_rejections_match_seed_000_0x0CF():
-    """The checked synthetic counts 12, 11, 9, 7, 6, 6, 5, 4, 4 and their rejection buckets."""
+    """The checked synthetic counts 12, 11, 9, 7, 6, 6, 5, 4, 4 and their rejection buckets:
+    the fixture only says what happened to each request (telemetry.testing.SEED_OUTCOMES);
+    the counts come out of the real FunnelRecorder and the collector."""
     registry, _ = _registry()
     stages = ("requests", "authorized", "candidates", "compatible", "current_generation",
               "leased", "mapped", "snapshot_current", "executed_hits")
@@ -73,13 +75,17 @@ def test_reference_and_mapping_gauges_match_seed_000_0x0CF():
 
 
 def test_hit_ratio_and_token_counters_follow_the_funnel_lengths():
-    """H_prefix = S_runtime / S_prompt = 400 / 12000 (seed 003 eq. 2); counters as totals."""
+    """12 prompts of 100 tokens, S_cap = 99 each, the 4 executed hits reuse 64 tokens each:
+    S_prompt = 1,200, S_runtime = 256, recomputed 944, cap 1,188, and H_prefix = 256 / 1,200
+    (seed 003 eq. 2); the stage tokens agree with the prompt total (12 x 99 enter)."""
     registry, _ = _registry()
-    assert _value(registry, "kvctl_prefix_hit_ratio") == 400 / 12000
-    assert _value(registry, "kvctl_prompt_tokens_total") == 12000.0
-    assert _value(registry, "kvctl_hit_tokens_total") == 400.0
-    assert _value(registry, "kvctl_recomputed_tokens_total") == 11600.0
-    assert _value(registry, "kvctl_prefix_length_tokens_total", length="cap") == 11988.0
+    assert _value(registry, "kvctl_prefix_hit_ratio") == 256 / 1200
+    assert _value(registry, "kvctl_prompt_tokens_total") == 1200.0
+    assert _value(registry, "kvctl_hit_tokens_total") == 256.0
+    assert _value(registry, "kvctl_recomputed_tokens_total") == 944.0
+    assert _value(registry, "kvctl_prefix_length_tokens_total", length="cap") == 1188.0
+    assert _value(registry, "kvctl_funnel_tokens_total", stage="requests") == 1188.0
+    assert _value(registry, "kvctl_funnel_tokens_total", stage="executed_hits") == 256.0
 
 
 def test_engine_info_is_an_info_metric_with_pool_size():
@@ -224,11 +230,27 @@ class _GatedSource:
         pass
 
 
+class _CountingCondition(threading.Condition):
+    """A Condition that counts the threads that went to wait on it (a barrier for the test:
+    the read is released only once every scrape is known to be waiting for it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = threading.Semaphore(0)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.release()
+        return super().wait(timeout)
+
+
 def test_scrapes_arriving_during_a_read_share_it():
-    """Single flight: seven scrapes that arrive while a read is in flight cost no extra read."""
+    """Single flight: seven scrapes that arrive while a read is in flight cost no extra read.
+    The read is held until all seven wait on the in-flight read, so no scrape can arrive
+    after it ended and start a second one (the race that made this test flaky)."""
     source = _GatedSource()
     registry = CollectorRegistry()
-    SnapshotCollector(source, registry=registry)
+    collector = SnapshotCollector(source, registry=registry)
+    gate = collector._reader._cond = _CountingCondition()
     first = threading.Thread(target=generate_latest, args=(registry,))
     first.start()
     assert source.entered.wait(5)
@@ -237,6 +259,8 @@ def test_scrapes_arriving_during_a_read_share_it():
               for _ in range(7)]
     for thread in others:
         thread.start()
+    for _ in others:
+        assert gate.waiting.acquire(timeout=5)  # every scrape is parked on the shared read
     source.release.set()
     for thread in [first, *others]:
         thread.join(5)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvctl.errors import InputError
 from kvctl.replay.scenario.driver import ScenarioDriver
 from kvctl.replay.scenario.schema import Scenario, parse_scenario
 
@@ -13,19 +12,9 @@ SHIPPED_DIR = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 
 def read_scenario(path: str | Path) -> Scenario:
     """Parse and validate a scenario file; InputError names the file and the field."""
-    import yaml
+    from kvctl.util.inputs import load_yaml
 
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise InputError(f"cannot read scenario {path}: {err.strerror}") from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise InputError(f"{path}:{where} is not valid YAML") from None
+    document = load_yaml(path, what="scenario")
     return parse_scenario(document, str(path))
 
 

@@ -151,8 +151,9 @@ class _At:
 
     def number(self, low: float | None = None, high: float | None = None, integer: bool = False) -> float:
         v = self.value
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not float(v).is_integer()):
-            raise self.fail(f"expected {'an integer' if integer else 'a number'}, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (
+                integer and not float(v).is_integer()):
+            raise self.fail(f"expected {'an integer' if integer else 'a finite number'}, got {v!r}")
         if (low is not None and v < low) or (high is not None and v > high):
             raise self.fail(f"{v} is outside [{low}, {high}]")
         return int(v) if integer else float(v)
@@ -209,6 +210,7 @@ def parse_scenario(document: Any, source: str) -> Scenario:
         raise root.child("agents").fail("needs at least one agent")
     engine = root.child("engine", False, {})
     engine.keys_within(ENGINE_KEYS)
+    engine_fields = {key: _engine_field(engine.child(key)) for key in (engine.value or {})}
     events = []
     for ev in root.child("events", False, []).items():
         ev.keys_within(("at_s", "action"))
@@ -225,7 +227,7 @@ def parse_scenario(document: Any, source: str) -> Scenario:
         tenants=tenants,
         agents=agents,
         events=tuple(sorted(events, key=lambda e: e.at_s)),
-        engine=dict(engine.value or {}),
+        engine=engine_fields,
     )
 
 
@@ -279,3 +281,21 @@ def _forks(at: _At) -> Forks:
         kind=at.child("kind", False, "tree-of-thought").text(FORK_KINDS),
         branch_output_tokens=at.child("branch_output_tokens", False, 64).dist(),
     )
+
+
+def _engine_field(at: _At) -> Any:
+    """One `engine:` override, typed and ranged as EngineConfig needs it (`engine.page_size:
+    expected an integer, got 16.5`). Policy names are checked by EngineConfig itself."""
+    key = at.path.rsplit(".", 1)[-1]
+    if key in ("eviction_policy",):
+        return at.text()
+    if key == "default_retention":
+        return at.text(RETENTIONS)
+    if key == "tau_high":
+        value = at.number(0, 1)
+        if value == 0:
+            raise at.fail("must be above 0 (nothing would ever be admitted)")
+        return value
+    low = 0 if key in ("pool_tokens", "host_capacity_tokens") else 1  # 0 = unbounded / none
+    high = 65_536 if key == "page_size" else 2**40
+    return int(at.number(low, high, integer=True))

@@ -1,0 +1,307 @@
+"""Property test: every option of every command, given a bad value, fails the same way.
+
+The real CLI runs in-process (Typer's CliRunner) on the real command tree: the options are
+discovered from it, so a new option is covered the day it is added. Each command gets a
+small valid base invocation (BASE, checked to run in test_base_invocations_are_valid) and
+one option replaced by a generated bad value:
+
+    floats   NaN, +-inf, 1e999, negatives, shares above 1, text and wrong units ("80GB")
+    ints     negatives, beyond 2^53, fractions, text, zero where zero means nothing
+    files    garbage bytes (any, usually not UTF-8), a folder, a missing path
+    --out    an existing file, a folder of someone else's files, a read-only place
+
+Expected, for each: exit code 2, exactly one line on stderr starting `kvctl: error:`, no
+traceback, and nothing left under --out. The bad values are the test's own (independent of
+kvctl.cli.validate's table), so a rule that is missing there fails here. Cases are cheap
+because kvctl rejects them before any engine is built; hypothesis runs derandomized (the
+same cases on every CI run), without a deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import typer.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer._click import core as click_core  # Typer 0.29 vendors Click
+from typer.core import TyperGroup
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from kvctl.cli.app import app
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = str(REPO / "examples/traces/mooncake/head_500.jsonl")
+SCENARIO = str(REPO / "examples/scenarios/coding-agents.yaml")
+LAYOUT = str(REPO / "examples/layouts/seed000_0x03F.yaml")
+DEAD_URL = "http://127.0.0.1:9"  # discard port: nothing listens, a connect fails at once
+
+# One valid, quick invocation per command (arguments first). Options of an exclusive group
+# (monitor/exporter sources) are dropped from the base when the case replaces one of them.
+BASE: dict[str, list[str]] = {
+    "size": ["--model", "Llama-3-8B"],
+    "addr": [LAYOUT, "--request", "A", "--token", "16", "--layer", "24"],
+    "replay": [TRACE, "--limit", "2"],
+    "check": ["--scenario", SCENARIO, "--steps", "2"],
+    "inspect": ["--url", DEAD_URL, "--timeout", "0.2"],
+    "monitor": ["--scenario", SCENARIO, "--json", "--refresh", "0.05", "--pace", "0"],
+    "exporter": ["--scenario", SCENARIO, "--port", "0", "--duration", "0.1", "--json"],
+    "plan capacity": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096",
+                      "--output", "512"],
+    "plan retention": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096"],
+    "plan chunked-prefill": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--prompt", "4096",
+                             "--decode-batch", "8"],
+    "plan block-size": ["--lengths", "33,25,16", "--row-bytes", "64KiB", "--pool-slots", "128"],
+    "plan cow": ["--offset", "34", "--block-size", "16", "--row-bytes", "48KiB"],
+    "plan vmm": ["--model", "Llama-3-8B", "--page-group", "64KiB,2MiB", "--lengths", "1024,1025"],
+    "plan shared-prefix": ["--prefix", "64", "--suffixes", "8,8,16", "--kv-row-bytes", "512",
+                           "--value-dim", "128"],
+    "plan recommend": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096",
+                       "--output", "512"],
+}
+SOURCES = {"scenario", "trace", "url"}  # monitor and exporter take exactly one
+RUNS_A_WORKLOAD = {"check", "monitor", "exporter", "replay"}  # base runs cost seconds
+
+# Options for which 0 is meaningless (a page of no tokens, zero devices, a rate of 0).
+ZERO_INVALID = {"page_size", "block_size", "tp", "pp", "gpus", "steps", "limit", "parallel",
+                "token_budget", "max_running", "decode_quantum", "context", "prompt", "chunk",
+                "decode_batch", "batch", "mean_length", "max_context", "pool_slots",
+                "kv_heads", "head_dim", "layers", "slots", "value_dim", "kv_row_bytes",
+                "bytes_per_token", "pool_gb", "hbm_gb", "params_b", "prefill_tflops",
+                "peak_tflops", "hbm_tbps", "link_gbps", "nvme_gbps", "mfu", "prefill_mfu",
+                "decode_mfu", "link_efficiency", "mem_fraction", "tau_high", "itl_target_ms",
+                "interval", "refresh", "duration", "timeout", "gamma", "trajectories",
+                "generation_seconds", "arrival_rate", "branches"}
+# Options that are shares of a whole: anything above 1 is wrong.
+SHARES = {"tau_high", "mfu", "prefill_mfu", "decode_mfu", "link_efficiency", "mem_fraction",
+          "mu", "headroom", "dram_price_ratio"}
+# Text options whose value is looked up or parsed, so garbage must be refused.
+PARSED_TEXT = {"model", "gpu", "eviction", "tree_core", "retention", "kind", "kv_dtype",
+               "weight_dtype", "link", "inject_fault", "context", "hbm_gb", "weights_gb",
+               "reserve_gb", "lengths", "block_sizes", "row_bytes", "record_bytes",
+               "kernel_lengths", "page_group", "suffixes", "chunk_sizes", "chunk", "tool",
+               "sweep", "request"}
+FILES = {"workload": ".yaml", "layout": ".yaml", "scenario": ".yaml", "trace": ".jsonl",
+         "validate_with_replay": ".yaml", "prompt_file": ".json"}
+
+
+def _leaf_commands() -> dict:
+    """{"plan capacity": its Click command, ...} for every leaf of the real command tree."""
+    root = get_command(app)
+    ctx = click_core.Context(root)
+    out = {}
+
+    def walk(command, path):
+        if isinstance(command, TyperGroup):
+            for name in command.list_commands(ctx):
+                walk(command.get_command(ctx, name), [*path, name])
+        else:
+            out[" ".join(path)] = command
+
+    walk(root, [])
+    return out
+
+
+COMMANDS = _leaf_commands()
+
+
+def _annotation(param) -> object:
+    annotation = param.type_descriptor.annotation
+    return getattr(annotation, "__args__", (annotation,))[0] if param.multiple else annotation
+
+
+def _options(kinds: tuple[type, ...]) -> list[tuple[str, str, str]]:
+    """(command, parameter name, flag) for every non-flag option whose type is in kinds."""
+    found = []
+    for path, command in COMMANDS.items():
+        for param in command.params:
+            if param.param_type_name != "option" or param.is_flag or param.name == "help":
+                continue
+            if _annotation(param) in kinds:
+                found.append((path, param.name, param.opts[0]))
+    return found
+
+
+NUMERIC = _options((int, float))
+TEXT = [case for case in _options((str,)) if case[1] in PARSED_TEXT]
+TYPES = {(path, param.name): _annotation(param)
+         for path, command in COMMANDS.items() for param in command.params}
+
+
+def _finite_text(value: float) -> str:
+    return repr(value) if math.isfinite(value) else str(value)
+
+
+def bad_number(path: str, name: str):
+    """A strategy of command-line strings that no numeric option `name` may accept."""
+    is_int = TYPES[(path, name)] is int
+    strategies = [
+        st.sampled_from(["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e999"]),
+        st.floats(max_value=-1e-6, allow_nan=False, allow_infinity=False).map(_finite_text),
+        st.text("abcxyz%/_ ", min_size=1, max_size=6),  # not a number at all
+        st.sampled_from(["80GB", "32k tokens", "1.5.2", "0x", "--", "1,000"]),  # wrong unit
+    ]
+    if is_int:
+        strategies += [st.integers(max_value=-1).map(str),
+                       st.integers(min_value=2**63, max_value=2**80).map(str),
+                       st.sampled_from(["1.5", "2.25", "1e3x"])]
+    if name in ZERO_INVALID:
+        strategies.append(st.sampled_from(["0", "0.0", "-0"] if not is_int else ["0", "-0"]))
+    if name in SHARES:
+        strategies.append(st.floats(min_value=1.001, max_value=1e9).map(_finite_text))
+    if name in ("page_size", "block_size"):
+        strategies.append(st.integers(min_value=10**6, max_value=2**50).map(str))
+    return st.one_of(strategies)
+
+
+def bad_text():
+    """Strings that are no preset, policy, size or list (units and names included)."""
+    return st.one_of(
+        st.sampled_from(["nan", "inf", "-5", "80parsecs", "GiB", "1e999GiB", ",,", "no-such-x",
+                         "KEY", "=", "NaN,1", "-1,2"]),
+        st.text("qzjx!@#", min_size=1, max_size=8),
+    )
+
+
+POSITIONAL = {"workload", "layout"}  # the first token of their command's base
+CLI = get_command(app)  # built once: Typer rebuilds the tree (~0.5 s) on every CliRunner call
+
+
+class Runner(CliRunner):
+    """CliRunner on the command tree built once (the same tree `kvctl` builds per run)."""
+
+    def invoke(self, _app, args, **kwargs):
+        with mock.patch.object(typer.testing, "_get_command", lambda _: CLI):
+            return super().invoke(app, args, **kwargs)
+
+
+def invoke(path: str, name: str | None, values: list[str]):
+    """Run `kvctl <path>` with its base, minus option `name` (and, for a source of monitor
+    or exporter, the other sources), plus `values`; return the CliRunner result."""
+    base = list(BASE[path])
+    if name in POSITIONAL:
+        return Runner().invoke(app, [*path.split(), *values, *base[1:]])
+    if name is not None:
+        names = {name} | (SOURCES if name in SOURCES else set())
+        drop = {"--" + n.replace("_", "-") for n in names}
+        kept, index = [], 0
+        while index < len(base):
+            token = base[index]
+            takes_value = index + 1 < len(base) and not base[index + 1].startswith("--")
+            if token in drop:
+                index += 2 if takes_value else 1
+                continue
+            kept.append(token)
+            index += 1
+        base = kept
+    return Runner().invoke(app, [*path.split(), *base, *values])
+
+
+def assert_one_line_error(result, expected_codes=(2,)) -> None:
+    stderr = result.stderr
+    assert result.exit_code in expected_codes, (result.exit_code, stderr, result.stdout[-300:])
+    assert "Traceback" not in stderr + result.stdout
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kvctl: error: "), stderr
+
+
+# inspect's base reaches its dead URL (exit 1): a bad value it did not check shows as 1, not 2.
+FAST = [path for path in BASE if path.split()[0] not in RUNS_A_WORKLOAD | {"inspect"}]
+
+
+@pytest.mark.parametrize("path", FAST)
+def test_base_invocations_are_valid(path):
+    """Each base invocation itself succeeds, so a failure below is the bad value's doing."""
+    result = invoke(path, None, [])
+    assert result.exit_code == 0, result.stderr
+
+
+def test_every_command_has_a_base():
+    """The command tree and BASE agree: a new command gets a base (and so these cases)."""
+    assert set(COMMANDS) == set(BASE)
+    assert len(NUMERIC) > 100  # every numeric option of every command is a case
+
+
+@settings(max_examples=2500, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_bad_numbers_fail_with_one_line_exit_2(data):
+    """Any numeric option given NaN, inf, a negative, a fraction for an int, text, a wrong
+    unit, a share above 1 or a meaningless zero: exit 2, one line, no traceback."""
+    path, name, flag = data.draw(st.sampled_from(NUMERIC), label="option")
+    value = data.draw(bad_number(path, name), label="value")
+    assert_one_line_error(invoke(path, name, [f"{flag}={value}"]))
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_bad_text_fails_with_one_line_exit_2(data):
+    """A name, unit or list option given garbage: exit 2, one line, no traceback."""
+    path, name, flag = data.draw(st.sampled_from(TEXT), label="option")
+    value = data.draw(bad_text(), label="value")
+    assert_one_line_error(invoke(path, name, [f"{flag}={value}"]))
+
+
+FILE_CASES = [(path, param.name, param.opts[0] if param.opts else None)
+              for path, command in COMMANDS.items() for param in command.params
+              if param.name in FILES]
+
+
+_SERIAL = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("bad-files")
+
+
+@settings(max_examples=600, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_garbage_files_fail_with_one_line(scratch, data):
+    """Every file-taking option and argument given random bytes, a folder or a missing
+    path: one line, exit 2 (exit 1 only for inspect, which may reach its dead URL)."""
+    path, name, flag = data.draw(st.sampled_from(FILE_CASES), label="file option")
+    kind = data.draw(st.sampled_from(["bytes", "bytes", "bytes", "folder", "missing"]))
+    target = scratch / f"input-{next(_SERIAL)}{FILES[name]}"  # a fresh path per case
+    if kind == "bytes":
+        target.write_bytes(data.draw(st.binary(min_size=1, max_size=512), label="bytes"))
+    elif kind == "folder":
+        target.mkdir(exist_ok=True)
+    values = [str(target)] if name in POSITIONAL else [flag, str(target)]
+    codes = (1, 2) if path == "inspect" else (2,)
+    assert_one_line_error(invoke(path, name, values), codes)
+
+
+def _unwritable(tmp: Path) -> list[tuple[str, Path]]:
+    existing_file = tmp / "a-file"
+    existing_file.write_text("not a folder\n")
+    foreign = tmp / "someone-elses"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me\n")
+    cases = [("existing file", existing_file), ("foreign folder", foreign),
+             ("under a file", existing_file / "sub"), ("read-only place", Path("/proc/kvctl-out"))]
+    return cases
+
+
+@pytest.mark.parametrize("sweep", [False, True])
+def test_unwritable_out_fails_before_any_work(tmp_path, sweep):
+    """--out that cannot be (re)placed as a whole: one line, exit 2, before the replay runs
+    (the base would take seconds; these fail in milliseconds), and nothing is written."""
+    for label, out in _unwritable(tmp_path):
+        before = sorted(p.name for p in tmp_path.rglob("*"))
+        extra = ["--sweep", "eviction=lru,fifo"] if sweep else []
+        result = invoke("replay", None, ["--out", str(out), *extra])
+        assert_one_line_error(result)
+        assert sorted(p.name for p in tmp_path.rglob("*")) == before, label
+    assert (tmp_path / "someone-elses" / "notes.txt").read_text() == "keep me\n"
+    assert not os.path.exists("/proc/kvctl-out")
