@@ -7,6 +7,8 @@ recommendation. Nothing here computes a plan.
 
 from __future__ import annotations
 
+import math
+
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -35,6 +37,8 @@ def parse_bytes(text: str, *, name: str) -> int:
     if not match or unit not in _UNITS:
         raise InputError(f"{name}: cannot read {text!r} as a size (e.g. 65536, 64KiB, 2MiB, 1.5GB)")
     value = float(match.group(1)) * _UNITS[unit]
+    if not math.isfinite(value) or value > 2**63:  # '1e999GiB' overflows to inf
+        raise InputError(f"{name}: {text!r} is too large for a size in bytes")
     if value != int(value):
         raise InputError(f"{name}: {text!r} is not a whole number of bytes")
     return int(value)

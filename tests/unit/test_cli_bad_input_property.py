@@ -48,6 +48,7 @@ DEAD_URL = "http://127.0.0.1:9"  # discard port: nothing listens, a connect fail
 # (monitor/exporter sources) are dropped from the base when the case replaces one of them.
 BASE: dict[str, list[str]] = {
     "size": ["--model", "Llama-3-8B"],
+    "explain": ["U_KV"],
     "addr": [LAYOUT, "--request", "A", "--token", "16", "--layer", "24"],
     "replay": [TRACE, "--limit", "2"],
     "check": ["--scenario", SCENARIO, "--steps", "2"],
