@@ -41,3 +41,15 @@ def make_engine(sglang_ready) -> Callable[..., object]:
         return EmbeddedEngine(EngineConfig(**{**SMALL_ENGINE, **overrides}))
 
     return build
+
+
+@pytest.fixture(scope="session")
+def loopback_demo_url() -> str:
+    """The URL of SGLang's loopback stand-in, in a process of its own (tests/remote_relay.py);
+    one per session (it imports SGLang: seconds)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sglang")
+    from remote_relay import DemoProcess
+
+    with DemoProcess() as demo:
+        yield demo.url

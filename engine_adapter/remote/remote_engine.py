@@ -201,6 +201,11 @@ class RemoteEngine:
     def stream(self) -> EventStream | None:
         return self._stream
 
+    @property
+    def last_error(self) -> str | None:
+        """Why the last read was disconnected (None after a connected read)."""
+        return self._last_error
+
     # ---- internals ------------------------------------------------------------------------
 
     def _refresh_info(self, now: float) -> ServerInfo:

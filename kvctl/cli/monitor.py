@@ -123,8 +123,13 @@ def _print_one_snapshot(plan, *, wait_s: float) -> None:
         time.sleep(wait_s)
         snapshot = source.snapshot()
         error = getattr(source, "error", None)
+        down = getattr(source, "last_error", None)  # a remote attach: why it is disconnected
     finally:
         source.close()
     if error:
         raise RuntimeFailure(f"the workload stopped: {error}")
+    if not snapshot.connected:  # never print placeholders or stale numbers as a reading
+        reason = " ".join(str(down or "the source reports itself disconnected").split())
+        raise RuntimeFailure(f"no server answered ({reason})")
     print_json({"source": plan.label, "read_only": plan.read_only, "snapshot": snapshot})
+

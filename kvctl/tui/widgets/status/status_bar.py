@@ -20,6 +20,7 @@ RUN_STATES = {
     "finished": ("■ workload finished", "bold cyan"),
     "read-only": ("● live, read-only", "bold green"),
     "failed": ("✖ failed", "bold red"),
+    "disconnected": ("✖ disconnected", "bold red"),
 }
 
 

@@ -1,0 +1,144 @@
+"""A dead or unreachable source is never shown as healthy (issue 16 section 1).
+
+Three kinds of bad source, each a real HTTP endpoint on loopback: a port where nothing
+listens; a URL answering with text that is not Prometheus (Python's own `http.server`, and a
+relay with SGLang's real /server_info whose /metrics is an HTML page); and a server that
+stops after the first scrape (a relay to SGLang's loopback stand-in, stopped mid-run). The
+real `kvctl exporter` and `kvctl monitor --json` run as child processes against them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from remote_relay import ROOT, Relay, dead_url
+
+from telemetry.testing import ExporterProcess
+
+pytestmark = pytest.mark.integration
+
+# All a down source exports (telemetry/collector.py DOWN_FAMILIES, plus kvctl_up).
+DOWN = {"kvctl_up", "kvctl_snapshot_read_seconds", "kvctl_connected", "kvctl_alert_active",
+        "kvctl_alerts_active"}
+HTML = b"<!doctype html><html><body><h1>Welcome to nginx!</h1></body></html>\n"
+
+
+def scrape(url: str) -> dict[str, list]:
+    """The kvctl families of one scrape: name -> samples."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        body = response.read().decode()
+    return {f.name: f.samples for f in text_string_to_metric_families(body)
+            if f.name.startswith("kvctl_")}
+
+
+def value(families: dict[str, list], name: str) -> float:
+    (sample,) = families[name]
+    return sample.value
+
+
+def assert_down(families: dict[str, list]) -> None:
+    assert set(families) == DOWN
+    assert (value(families, "kvctl_up"), value(families, "kvctl_connected")) == (0.0, 0.0)
+    alerts = {s.labels["alert"] for s in families["kvctl_alert_active"]}
+    assert alerts == {"remote_server_unreachable"}
+
+
+@pytest.fixture
+def html_site(tmp_path):
+    """`python -m http.server` over a folder with an index.html: HTML or 404 for every path."""
+    (tmp_path / "index.html").write_bytes(HTML)
+    url = dead_url()
+    port = url.rsplit(":", 1)[1]
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", port, "--bind", "127.0.0.1"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "http.server did not start"
+            time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_exporter_dead_url_exports_up_0_and_no_readings():
+    """`kvctl exporter --url` at a port where nothing listens: kvctl_up 0, kvctl_connected 0,
+    the unreachable alert, and no pool, free or U_KV family at all (not 0.0)."""
+    with ExporterProcess("--url", dead_url(), "--interval", "0.2") as exporter:
+        for _ in range(2):  # the first read and a later one (after the backoff) alike
+            assert_down(scrape(exporter.url))
+            time.sleep(0.6)
+    assert exporter.returncode == 0, exporter.stderr
+
+
+def test_exporter_url_answering_html_is_down(html_site):
+    """A web server that is not SGLang (HTML and 404s everywhere) is a down source."""
+    with ExporterProcess("--url", html_site, "--interval", "0.2") as exporter:
+        assert_down(scrape(exporter.url))
+
+
+def test_exporter_metrics_not_prometheus_is_down(loopback_demo_url):
+    """SGLang's real /server_info but an HTML page at /metrics: down, nothing exported as 0."""
+    relay = Relay(loopback_demo_url, metrics_body=HTML)
+    try:
+        with ExporterProcess("--url", relay.url, "--interval", "0.2") as exporter:
+            assert_down(scrape(exporter.url))
+    finally:
+        relay.close()
+
+
+def test_exporter_source_dies_mid_run_then_returns(loopback_demo_url):
+    """The server stops after the first scrape: the next scrape says kvctl_up 0 and drops
+    every reading (the last numbers are not re-served as current); once it answers again,
+    the readings come back."""
+    relay = Relay(loopback_demo_url)
+    try:
+        with ExporterProcess("--url", relay.url, "--interval", "0.2") as exporter:
+            first = scrape(exporter.url)
+            assert (value(first, "kvctl_up"), value(first, "kvctl_connected")) == (1.0, 1.0)
+            assert value(first, "kvctl_pool_capacity_tokens") == 512.0  # the demo's pool
+            relay.stop()
+            assert_down(scrape(exporter.url))
+            relay.start()
+            deadline = time.monotonic() + 15
+            while value(back := scrape(exporter.url), "kvctl_up") == 0.0:
+                assert time.monotonic() < deadline, "the exporter did not reconnect"
+                time.sleep(0.2)
+            assert value(back, "kvctl_pool_capacity_tokens") == 512.0
+    finally:
+        relay.close()
+
+
+def monitor_json(url: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kvctl", "monitor", "--url", url, "--json", "--refresh", "0.1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_monitor_json_dead_url_exits_1_with_one_line():
+    """`kvctl monitor --url DEAD --json`: exit 1, one line naming the refusal, no JSON."""
+    url = dead_url()
+    result = monitor_json(url)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.strip() == (
+        f"kvctl: error: no server answered ({url}/server_info: [Errno 111] Connection refused)"
+    )
+
+
+def test_monitor_json_html_site_exits_1_with_one_line(html_site):
+    """A URL that answers HTML, not SGLang: exit 1 and one line, no placeholder snapshot."""
+    result = monitor_json(html_site)
+    assert (result.returncode, result.stdout) == (1, "")
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kvctl: error: no server answered (")
+    assert "server_info" in lines[0]
