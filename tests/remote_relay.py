@@ -71,13 +71,16 @@ class DemoProcess:
 class Relay:
     """A loopback HTTP server answering with `upstream`'s /metrics and /server_info.
 
-    `metrics_body` replaces the /metrics answer (e.g. a page that is not Prometheus text).
+    `metrics_body` replaces the /metrics answer (e.g. a page that is not Prometheus text);
+    `info_extra` adds keys to /server_info (e.g. a `kvctl_plugin` announcement).
     `stop()` takes the port down (a server that dies), `start()` brings it back.
     """
 
-    def __init__(self, upstream: str, *, metrics_body: bytes | None = None) -> None:
+    def __init__(self, upstream: str, *, metrics_body: bytes | None = None,
+                 info_extra: dict | None = None) -> None:
         self._upstream = upstream
         self._metrics_body = metrics_body
+        self._info_extra = info_extra or {}
         self._http = LoopbackHttp(metrics=self._metrics, info=self._info)
 
     @property
@@ -94,7 +97,7 @@ class Relay:
     def _info(self) -> dict:
         status, body = http_get(f"{self._upstream}/server_info", timeout_s=5)
         assert status == 200, status
-        return json.loads(body)
+        return {**json.loads(body), **self._info_extra}
 
     def stop(self) -> None:
         self._http.stop()

@@ -30,7 +30,7 @@ def status_text(snapshot: Snapshot | None, *, label: str, run_state: str) -> Tex
     engine = ""
     if snapshot is not None:
         info = snapshot.info
-        if fmt.is_remote(snapshot):
+        if info.engine.startswith("remote"):  # remote, or remote+plugin: no modeled clock
             clock = f"attached {snapshot.virtual_time_s:.1f} s · read {snapshot.seq:,}"
         else:
             steps = snapshot.counters.steps
