@@ -4,18 +4,24 @@ Three kinds of bad source, each a real HTTP endpoint on loopback: a port where n
 listens; a URL answering with text that is not Prometheus (Python's own `http.server`, and a
 relay with SGLang's real /server_info whose /metrics is an HTML page); and a server that
 stops after the first scrape (a relay to SGLang's loopback stand-in, stopped mid-run). The
-real `kvctl exporter` and `kvctl monitor --json` run as child processes against them.
+real `kvctl exporter` and `kvctl monitor --json` run as child processes against them, and
+a real Prometheus scrapes the exporter while its source dies.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from remote_relay import ROOT, Relay, dead_url
 
@@ -142,3 +148,70 @@ def test_monitor_json_html_site_exits_1_with_one_line(html_site):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kvctl: error: no server answered (")
     assert "server_info" in lines[0]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("prometheus") is None,
+                    reason="prometheus not installed (apt-get install prometheus)")
+def test_prometheus_sees_the_source_die(loopback_demo_url, tmp_path):
+    """A real Prometheus scraping the exporter once a second, with kvctl's alert rules: while
+    the server answers, kvctl_up is 1 and the pool capacity is 512; after it stops, kvctl_up
+    is 0, the capacity series is gone (stale, not 0) and KvctlSourceDown is pending."""
+    relay = Relay(loopback_demo_url)
+    try:
+        with ExporterProcess("--url", relay.url, "--interval", "0.2") as exporter, \
+                _prometheus(tmp_path, exporter.instance) as query:
+            _until(lambda: query("kvctl_pool_capacity_tokens") == ["512"], "a live scrape")
+            assert query("kvctl_up") == ["1"]
+            relay.stop()
+            _until(lambda: query("kvctl_up") == ["0"], "kvctl_up 0")
+            _until(lambda: query("kvctl_pool_capacity_tokens") == [], "the series to go stale")
+            assert query("kvctl_connected") == ["0"]
+            _until(lambda: query('ALERTS{alertname="KvctlSourceDown",alertstate="pending"}')
+                   == ["1"], "KvctlSourceDown pending")
+    finally:
+        relay.close()
+
+
+def _until(predicate, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def _prometheus(workdir: Path, target: str):
+    """A Prometheus on loopback scraping `target` every second with alerts.yml; yields a
+    query function returning the result values (strings)."""
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(ROOT / "dashboards" / "prometheus" / "alerts.yml")],
+        "scrape_configs": [{"job_name": "kvctl", "static_configs": [{"targets": [target]}]}],
+    }
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    base = dead_url()
+    process = subprocess.Popen(
+        ["prometheus", f"--config.file={workdir / 'prometheus.yml'}",
+         f"--storage.tsdb.path={workdir / 'data'}",
+         f"--web.listen-address={base.removeprefix('http://')}", "--log.level=warn"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def query(expr: str) -> list[str] | None:
+        url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return [r["value"][1] for r in json.loads(response.read())["data"]["result"]]
+        except OSError:
+            return None  # not up yet
+
+    try:
+        _until(lambda: query("vector(1)") == ["1"], "prometheus to answer")
+        yield query
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
