@@ -72,7 +72,8 @@ class PluginClient:
         try:
             self.url = normalize_base_url(url)
         except InputError:
-            raise InputError(f"--plugin-url {url!r} is not an http(s)://HOST:PORT address") from None
+            raise InputError(
+                f"--plugin-url {url!r} is not an http(s)://HOST:PORT address") from None
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout_s = timeout_s
         self._backoff = backoff or Backoff()

@@ -81,7 +81,8 @@ def exporter_command(
 
     labeler = NamespaceLabeler(allow=allow_namespace or ())
     source = _source(scenario=scenario, trace=trace, urls=url, kv_events=kv_events or [],
-                     plugin_urls=plugin_url or [], plugin_token=plugin_token, pace=pace or None, interval_s=interval, pool_tokens=pool_tokens,
+                     plugin_urls=plugin_url or [], plugin_token=plugin_token, pace=pace or None,
+                     interval_s=interval, pool_tokens=pool_tokens,
                      receipts=otlp_enabled())
     try:
         info = source.snapshot().info

@@ -50,7 +50,8 @@ def test_disabled_after_ok_never_returns_the_old_sample(endpoint):
     endpoint.status = "disabled"
     read = client.read(now=1.0)
     assert (read.state, read.snapshot) == ("disabled", None)
-    assert read.error == "the plugin disabled itself: disabled after 5 failures; last: ValueError: boom"
+    assert read.error == (
+        "the plugin disabled itself: disabled after 5 failures; last: ValueError: boom")
     assert endpoint.requests["/snapshot"] == 1
 
 
