@@ -216,3 +216,16 @@ def test_exporter_without_plugin_has_no_plugin_families(loopback_demo_url):
     assert sample(samples, "kvctl_pool_tokens", state="protected") is None
     assert sample(samples, "kvctl_funnel_requests_total", stage="authorized") is None
     assert not any(key[0] in PLUGIN_FAMILIES for key in samples)
+
+
+def test_inspect_table_shows_the_plugin_rows(loopback_demo_url, endpoint, engine_snapshot):
+    """The table view: the protected/private split in numbers, the plugin's state and
+    delta_ref max / leases (0 / 1)."""
+    result = CliRunner().invoke(app, ["inspect", "--wait", "0.5", "--url", loopback_demo_url,
+                                      "--plugin-url", endpoint.url])
+    assert result.exit_code == 0, result.output
+    lines = [" ".join(line.split()) for line in result.output.splitlines()]
+    private = f"{engine_snapshot.ledger.private_tokens:,}"
+    assert f"protected / private 192 / {private}" in lines
+    assert f"kvctl plugin ok {endpoint.url}" in lines
+    assert "delta_ref max / leases (seed 000 0x04B) 0 / 1" in lines
