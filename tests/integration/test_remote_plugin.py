@@ -54,11 +54,14 @@ def doc_of(result) -> dict:
 
 def test_the_embedded_snapshot_has_the_expected_plugin_fields(engine_snapshot):
     """The reference numbers, derived from the workload: the live request's match (192
-    tokens = 12 pages of 16) is protected, one lease explains it, delta_ref is 0."""
+    tokens = 12 pages of 16) is protected, one lease explains it, delta_ref is 0; its 8
+    unmatched prompt rows sit in one private 16-slot page; the funnel saw 2 requests, the
+    second one a candidate all the way to an executed hit."""
     s = engine_snapshot
-    assert s.ledger.protected_tokens == 192 and s.ledger.private_tokens > 0
+    assert (s.ledger.protected_tokens, s.ledger.private_tokens,
+            s.ledger.private_filled_tokens) == (192, 16, 8)
     assert (s.refs.leases, s.refs.delta_ref_max, s.refs.per_node) == (1, 0, True)
-    assert [st.requests for st in s.funnel.stages][0] == 2
+    assert [st.requests for st in s.funnel.stages] == [2, 2, 1, 1, 1, 1, 1, 1, 1]
 
 
 def test_inspect_without_plugin_leaves_plugin_fields_none(loopback_demo_url):
