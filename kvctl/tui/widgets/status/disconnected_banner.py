@@ -21,12 +21,13 @@ def down_reason(snapshot: Snapshot) -> str:
 
 
 def banner_text(snapshot: Snapshot, *, last_good_seq: int | None) -> Text:
-    """`✖ DISCONNECTED: why. What the numbers below are.`"""
+    """`✖ DISCONNECTED · what the numbers below are · why` (the reason last: it is the part
+    a narrow terminal may cut)."""
     if last_good_seq is None:
         shown = "no reading yet: nothing is shown until the source answers"
     else:
         shown = f"the numbers below are STALE (last good read #{last_good_seq:,}), greyed"
-    text = Text.assemble(("✖ DISCONNECTED", "bold"), f": {down_reason(snapshot)}. ", shown)
+    text = Text.assemble(("✖ DISCONNECTED", "bold"), f" · {shown} · {down_reason(snapshot)}")
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
 
