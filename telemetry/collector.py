@@ -32,6 +32,10 @@ from telemetry.metrics_table import METRICS, METRICS_BY_NAME, MetricSpec
 
 log = logging.getLogger(__name__)
 _UP = METRICS_BY_NAME["kvctl_up"]
+# What a disconnected source still says truthfully: that it is down, and why (its alerts).
+DOWN_FAMILIES: tuple[str, ...] = (
+    "kvctl_snapshot_read_seconds", "kvctl_connected", "kvctl_alert_active", "kvctl_alerts_active",
+)
 
 
 class _SharedRead:
@@ -83,6 +87,10 @@ class SnapshotCollector(Collector):
 
     Registers itself with `registry`. Mutates nothing in the source (snapshot() only).
     When snapshot() raises, the scrape still succeeds with `kvctl_up 0` and no other family.
+    When the source answers with a disconnected snapshot (a remote server that is down, never
+    came up, or answers with something that is not its metrics), the scrape holds `kvctl_up 0`
+    and only the families that describe the read (`DOWN_FAMILIES`): the snapshot's numbers are
+    placeholders or stale, and an unknown value is absent, never 0 (issue 16 section 1).
     """
 
     def __init__(self, source: SnapshotSource, *, registry: CollectorRegistry,
@@ -110,7 +118,7 @@ class SnapshotCollector(Collector):
         """Every family for one `read()` result (`kvctl_up 0` alone when it failed)."""
         snapshot, read_seconds, error = read
         up = _family(_UP)
-        up.add_metric([], 0.0 if snapshot is None else 1.0)
+        up.add_metric([], 1.0 if snapshot is not None and snapshot.connected else 0.0)
         yield up
         if snapshot is None:
             message = f"{type(error).__name__}: {error}"
@@ -120,7 +128,7 @@ class SnapshotCollector(Collector):
             return
         self._last_error = None
         for spec in METRICS:
-            if spec is _UP:
+            if spec is _UP or (not snapshot.connected and spec.name not in DOWN_FAMILIES):
                 continue
             family = _family(spec)
             if spec.read is None:  # kvctl_snapshot_read_seconds

@@ -141,7 +141,8 @@ def _medium_tokens(s: Snapshot) -> Iterable[Sample]:
 METRICS: tuple[MetricSpec, ...] = (
     # -- the read itself
     MetricSpec(name="kvctl_up", kind="gauge",
-               help="1 when the last snapshot read succeeded, 0 when it raised."),
+               help="1 when the last snapshot read succeeded and its source is connected; 0 when "
+                    "the read raised or the source is down (then no reading is exported)."),
     MetricSpec(name="kvctl_snapshot_read_seconds", kind="gauge",
                help="Wall seconds the last snapshot read took (exporter side)."),
     _gauge("kvctl_connected", "1 when the engine is reachable (remote attach), else 0.",

@@ -76,3 +76,14 @@ def pytest_runtest_makereport(item, call):
         if message is not None:
             report.outcome = "failed"
             report.longrepr = message
+
+@pytest.fixture(scope="session")
+def loopback_demo_url() -> str:
+    """The URL of SGLang's loopback stand-in, in a process of its own (tests/remote_relay.py);
+    one per session (it imports SGLang: seconds)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sglang")
+    from remote_relay import DemoProcess
+
+    with DemoProcess() as demo:
+        yield demo.url

@@ -36,20 +36,24 @@ class PromptMatch:
 
 
 class Fleet:
-    """Several RemoteEngines. `kv_events[i]` (optional) overrides worker i's event endpoint.
+    """Several RemoteEngines. `kv_events[i]` / `plugin_urls[i]` (optional) override worker i's
+    event endpoint / kvctl plugin endpoint (else both come from its /server_info).
 
     Owns its engines: `close()` closes them all (idempotent).
     """
 
-    def __init__(self, urls: Sequence[str], *, kv_events: Sequence[str | None] = (), **options):
+    def __init__(self, urls: Sequence[str], *, kv_events: Sequence[str | None] = (),
+                 plugin_urls: Sequence[str | None] = (), **options):
         if not urls:
             raise InputError("a fleet needs at least one --url")
-        if len(kv_events) > len(urls):
-            raise InputError(f"{len(kv_events)} --kv-events for {len(urls)} --url")
+        for option, given in (("--kv-events", kv_events), ("--plugin-url", plugin_urls)):
+            if len(given) > len(urls):
+                raise InputError(f"{len(given)} {option} for {len(urls)} --url")
         endpoints = list(kv_events) + [None] * (len(urls) - len(kv_events))
+        plugins = list(plugin_urls) + [None] * (len(urls) - len(plugin_urls))
         self.engines = tuple(
-            RemoteEngine(url, kv_events=endpoint, **options)
-            for url, endpoint in zip(urls, endpoints, strict=True)
+            RemoteEngine(url, kv_events=endpoint, plugin_url=plugin, **options)
+            for url, endpoint, plugin in zip(urls, endpoints, plugins, strict=True)
         )
         self._seq = 0
 

@@ -18,6 +18,7 @@ from engine_adapter.snapshot import (
     Counters,
     EngineInfo,
     PoolLedger,
+    RefReconciliation,
     Snapshot,
     TreeStats,
 )
@@ -57,7 +58,7 @@ def aggregate(workers: Sequence[tuple[str, Snapshot]], *, seq: int, wall_time_s:
         info=_info(live, page_size),
         ledger=_ledger(live, page_size),
         funnel=_funnel(live),
-        refs=base.refs,  # remote refs are not observable on any worker
+        refs=_refs(live),
         mapping=base.mapping,
         counters=Counters(
             **{
@@ -137,6 +138,20 @@ def _funnel(live: Sequence[Snapshot]) -> Funnel:
         runtime=sum(f.lengths.runtime for f in funnels),
     )
     return Funnel(stages=stages, rejections=rejections, lengths=lengths)
+
+
+def _refs(live: Sequence[Snapshot]) -> RefReconciliation:
+    """Summed over workers; None unless every worker observes it (a kvctl plugin on each).
+    Off nodes keep their worker's node ids (ids are per tree, not fleet-wide)."""
+    refs = [s.refs for s in live]
+    return RefReconciliation(
+        leases=_opt_sum(r.leases for r in refs),
+        recorded_protected_tokens=_opt_sum(r.recorded_protected_tokens for r in refs),
+        derived_protected_tokens=_opt_sum(r.derived_protected_tokens for r in refs),
+        nodes_checked=_opt_sum(r.nodes_checked for r in refs),
+        per_node=all(r.per_node for r in refs),
+        off_nodes=tuple(node for r in refs for node in r.off_nodes),
+    )
 
 
 def _tree(live: Sequence[Snapshot]) -> TreeStats:

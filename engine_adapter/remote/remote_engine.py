@@ -8,6 +8,12 @@ It observes three surfaces SGLang publishes and nothing else:
     GET /metrics                              sglang:* pool gauges and counters
     ZMQ SUB + ROUTER replay (EventStream)     BlockStored / BlockRemoved / AllBlocksCleared
                                               -> PrefixMirror -> tree shape, prefix matches
+    GET <plugin>/healthz, /snapshot           optional: kvctl's plugin inside the scheduler
+                                              (plugin_client.py, merged by plugin_merge.py)
+
+The plugin's address is `plugin_url`, else the `kvctl_plugin` entry of /server_info; its
+token `plugin_token`, else $KVCTL_PLUGIN_TOKEN. A plugin that is not "ok" leaves the remote
+read as it is plus a `plugin_unavailable` alert: nothing it said before is reused.
 
 `read()` never raises for a sick server: an unreachable server, a server without metrics
 or a malformed reply gives a `connected=False` snapshot (the last good numbers, marked
@@ -18,6 +24,7 @@ restarted: the mirror is rebuilt from the new publisher.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -30,6 +37,8 @@ from engine_adapter.remote.event_stream import EventStream, StreamStats
 from engine_adapter.remote.http_fetch import Unreachable, normalize_base_url
 from engine_adapter.remote.metrics_scrape import MetricsReading, MetricsUnavailable, scrape_metrics
 from engine_adapter.remote.mirror_shape import MirrorShape
+from engine_adapter.remote.plugin_client import TOKEN_ENV, PluginClient, PluginRead
+from engine_adapter.remote.plugin_merge import merge, plugin_down
 from engine_adapter.remote.reconcile import (
     DriftTolerance,
     RemoteReconciliation,
@@ -59,6 +68,7 @@ class RemoteRead:
     malformed_server_info: int
     last_error: str | None
     retry_in_s: float | None
+    plugin: PluginRead | None = None  # None: no plugin configured or discovered
 
     @property
     def load(self) -> int | None:
@@ -91,8 +101,17 @@ class RemoteEngine:
         resync_interval_s: float = 5.0,
         replay_timeout_s: float = 2.0,
         events: bool = True,
+        plugin_url: str | None = None,
+        plugin_token: str | None = None,
+        plugin_discovery: bool = True,
     ) -> None:
         self.url = normalize_base_url(url)
+        self._plugin_token = plugin_token if plugin_token is not None else (
+            os.environ.get(TOKEN_ENV) or None)
+        self._plugin_discovery = plugin_discovery
+        self._plugin: PluginClient | None = None
+        if plugin_url is not None:  # InputError for a malformed URL, before anything runs
+            self._plugin = PluginClient(plugin_url, token=self._plugin_token, timeout_s=timeout_s)
         for option, endpoint in (("--kv-events", kv_events), ("--kv-replay", kv_replay)):
             if endpoint is not None and not endpoint.startswith(("tcp://", "ipc://")):
                 raise InputError(f"{option} {endpoint!r} is not a tcp://HOST:PORT endpoint")
@@ -165,6 +184,10 @@ class RemoteEngine:
                     info=info, metrics=metrics, stream=stats, shape=shape,
                     alerts=self._alerts(rec, stats, metrics), notes=self._notes(stats),
                 )  # fmt: skip
+                plugin = self._read_plugin(info, now)
+                if plugin is not None:
+                    snapshot = (merge(snapshot, plugin.snapshot, plugin_url=plugin.url)
+                                if plugin.ok else plugin_down(snapshot, plugin))
             except (Unreachable, MetricsUnavailable, MalformedServerInfo) as err:
                 if isinstance(err, MalformedServerInfo):
                     self._malformed_info += 1
@@ -182,6 +205,7 @@ class RemoteEngine:
                 queued_requests=metrics.count("sglang:num_queue_reqs"),
                 malformed_metric_lines=metrics.malformed_lines,
                 malformed_server_info=self._malformed_info, last_error=None, retry_in_s=None,
+                plugin=plugin,
             )  # fmt: skip
 
     def wait_for_events(self, timeout_s: float) -> bool:
@@ -201,7 +225,21 @@ class RemoteEngine:
     def stream(self) -> EventStream | None:
         return self._stream
 
+    @property
+    def last_error(self) -> str | None:
+        """Why the last read was disconnected (None after a connected read)."""
+        return self._last_error
+
     # ---- internals ------------------------------------------------------------------------
+
+    def _read_plugin(self, info: ServerInfo, now: float) -> PluginRead | None:
+        if self._plugin is None and self._plugin_discovery and info.plugin_url is not None:
+            try:
+                self._plugin = PluginClient(info.plugin_url, token=self._plugin_token,
+                                            timeout_s=self._timeout_s)
+            except InputError:  # an unusable announcement: run without the plugin
+                self._plugin_discovery = False
+        return self._plugin.read(now) if self._plugin is not None else None
 
     def _refresh_info(self, now: float) -> ServerInfo:
         if self._info is not None and not self._info_stale:

@@ -10,11 +10,14 @@ adds: every resolved server arg (`page_size`, `served_model_name`, `radix_evicti
 The KV-event endpoint comes from the `kv_events` descriptor: rank r listens on
 `tcp://<host>:<endpoint_port_base + r>`; a wildcard host ("*", "0.0.0.0", "::") must be
 replaced with the worker URL's host ("subscribers MUST substitute", SGLang's docstring).
+kvctl's own plugin, when the server runs it, adds `"kvctl_plugin": {"url", "schema_version"}`
+(engine_adapter/plugin/server_info.py); its URL is `ServerInfo.plugin_url`.
 """
 
 from __future__ import annotations
 
 import json
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +52,7 @@ class ServerInfo:
     hierarchical_cache: bool
     kv_events: KvEventsEndpoint | None
     source_path: str  # which endpoint answered
+    plugin_url: str | None = None  # kvctl's plugin endpoint, when `kvctl_plugin` names one
 
 
 def fetch_server_info(base_url: str, *, timeout_s: float) -> ServerInfo:
@@ -90,6 +94,7 @@ def parse_server_info(doc: Any, *, base_url: str, source_path: str = "/server_in
         hierarchical_cache=bool(doc.get("enable_hierarchical_cache")),
         kv_events=_kv_events(doc, base_url),
         source_path=source_path,
+        plugin_url=discovered_url(doc, base_url),
     )
 
 
@@ -146,3 +151,27 @@ def _splice(endpoint: Any, host: str) -> str | None:
     if not port.isdigit():
         return None
     return f"tcp://{host if address in _WILDCARDS else address}:{port}"
+
+
+def discovered_url(server_info: dict | None, base_url: str) -> str | None:
+    """The plugin's URL from /server_info's `kvctl_plugin` entry (None without one).
+
+    A loopback or wildcard host is replaced by the host the client reached the server at,
+    as for the KV-event endpoints (the plugin announces its bind address)."""
+    entry = server_info.get("kvctl_plugin") if isinstance(server_info, dict) else None
+    url = entry.get("url") if isinstance(entry, dict) else None
+    if not isinstance(url, str) or not url:
+        return None
+    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        _ = parts.port
+    except ValueError:
+        return None  # an unusable announcement: the plugin is simply not discovered
+    if parts.scheme not in ("http", "https"):
+        return None
+    if parts.hostname in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", None):
+        server = urllib.parse.urlsplit(base_url)
+        if server.hostname and parts.port is not None:
+            host = f"[{server.hostname}]" if ":" in server.hostname else server.hostname
+            return f"{parts.scheme}://{host}:{parts.port}"
+    return f"{parts.scheme}://{parts.netloc}"

@@ -32,6 +32,13 @@ def exporter_command(
         "--url", help="A running SGLang server to re-export (repeatable: a fleet).")] = None,
     kv_events: Annotated[Optional[list[str]], Opt(
         "--kv-events", help="KV-event endpoint per --url (default: from its server info).")] = None,
+    plugin_url: Annotated[Optional[list[str]], Opt(
+        "--plugin-url", help="kvctl plugin endpoint per --url (default: from its server info); "
+        "its ledger, delta_ref and funnel are exported under the embedded engine's names.")]
+    = None,
+    plugin_token: Annotated[Optional[str], Opt(
+        "--plugin-token", envvar="KVCTL_PLUGIN_TOKEN", show_envvar=True,
+        help="Bearer token of the plugin endpoint.")] = None,
     host: Annotated[str, Opt(help="Address to listen on (loopback unless you say otherwise).")]
     = "127.0.0.1",
     port: Annotated[int, Opt(help="Port for /metrics; 0 picks a free one.")] = 9464,
@@ -63,6 +70,8 @@ def exporter_command(
         raise InputError(f"--pool-tokens {pool_tokens} must be > 0")
     if not 0 <= port <= 65535:
         raise InputError(f"--port {port} is out of range 0-65535")
+    if plugin_url and not url:
+        raise InputError("--plugin-url only applies with --url")
 
     from engine_adapter.stdout_lock import STDOUT_LOCK
     from telemetry.hygiene import NamespaceLabeler
@@ -71,7 +80,8 @@ def exporter_command(
 
     labeler = NamespaceLabeler(allow=allow_namespace or ())
     source = _source(scenario=scenario, trace=trace, urls=url, kv_events=kv_events or [],
-                     pace=pace or None, interval_s=interval, pool_tokens=pool_tokens,
+                     plugin_urls=plugin_url or [], plugin_token=plugin_token, pace=pace or None,
+                     interval_s=interval, pool_tokens=pool_tokens,
                      receipts=otlp_enabled())
     try:
         info = source.snapshot().info
@@ -114,17 +124,24 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _source(*, scenario, trace, urls, kv_events, pace, interval_s, pool_tokens, receipts):
-    """The snapshot source to export: a live run on the embedded engine, one remote server,
-    or a fleet of them (the aggregate). Bad input fails here, before anything runs."""
+def _source(*, scenario, trace, urls, kv_events, plugin_urls, plugin_token, pace, interval_s,
+            pool_tokens, receipts):
+    """The snapshot source to export: a live run on the embedded engine, one remote server
+    (with its kvctl plugin when there is one), or a fleet of them (the aggregate). Bad input
+    fails here, before anything runs."""
     if urls:
         if len(urls) == 1:
             from engine_adapter.remote.remote_engine import RemoteEngine
 
-            return RemoteEngine(urls[0], kv_events=kv_events[0] if kv_events else None)
+            if len(plugin_urls) > 1:
+                raise InputError(f"{len(plugin_urls)} --plugin-url for 1 --url")
+            return RemoteEngine(urls[0], kv_events=kv_events[0] if kv_events else None,
+                                plugin_url=plugin_urls[0] if plugin_urls else None,
+                                plugin_token=plugin_token)
         from engine_adapter.remote.fleet import Fleet
 
-        return Fleet(urls, kv_events=kv_events)
+        return Fleet(urls, kv_events=kv_events, plugin_urls=plugin_urls,
+                     plugin_token=plugin_token)
     from kvctl.replay.live_sources import plan_live_run
 
     plan = plan_live_run(scenario=scenario, trace=trace, pace=pace, pool_tokens=pool_tokens,

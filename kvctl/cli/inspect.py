@@ -59,6 +59,21 @@ def inspect_command(
     cache_salt: Annotated[Optional[str], Opt(help="cache_salt the prompt is sent with.")] = None,
     mu: Annotated[float, Opt(help="Affinity weight mu in [0, 1] (seed 003 fig. 7).")] = 0.5,
     gamma: Annotated[float, Opt(help="Load exponent gamma > 0 (seed 003 fig. 7).")] = 1.0,
+    plugin_url: Annotated[
+        Optional[list[str]],
+        Opt(
+            "--plugin-url",
+            help=(
+                "kvctl plugin endpoint inside the server's scheduler, http://HOST:PORT, per "
+                "--url in order (default: the kvctl_plugin entry of /server_info)."
+            ),
+        ),
+    ] = None,
+    plugin_token: Annotated[
+        Optional[str],
+        Opt("--plugin-token", envvar="KVCTL_PLUGIN_TOKEN", show_envvar=True,
+            help="Bearer token of the plugin endpoint."),
+    ] = None,
     wait: Annotated[float, Opt(help="Seconds to let each KV-event mirror replay.")] = 2.0,
     timeout: Annotated[float, Opt(help="HTTP timeout per request, seconds.")] = 2.0,
     json_out: Annotated[bool, Opt("--json", help="Print JSON instead of tables.")] = False,
@@ -74,7 +89,8 @@ def inspect_command(
 
     from engine_adapter.remote.fleet import Fleet
 
-    fleet = Fleet(url, kv_events=kv_events or (), timeout_s=timeout)
+    fleet = Fleet(url, kv_events=kv_events or (), plugin_urls=plugin_url or (),
+                  plugin_token=plugin_token, timeout_s=timeout)
     try:
         fleet.wait_for_events(wait)
         result = fleet.read()
@@ -82,6 +98,7 @@ def inspect_command(
         if not live:
             reasons = "; ".join(f"{r.url}: {r.last_error}" for r in result.workers)
             raise RuntimeFailure(f"no server answered ({reasons})")
+        refuse_plugin_misconfiguration(result.workers)
         route = None
         if prompt is not None:
             route = fleet.route(
@@ -135,6 +152,16 @@ def load_prompt(path: Path) -> dict[str, Any]:
     }
 
 
+def refuse_plugin_misconfiguration(workers) -> None:
+    """A plugin of another kvctl version, or one refusing our token, is a one-line error
+    (exit 2): the operator asked for its numbers and must fix the setup. An unreachable,
+    starting or disabled plugin is not: the remote read stands, with the plugin's state."""
+    for read in workers:
+        plugin = read.plugin
+        if plugin is not None and plugin.state in ("schema_mismatch", "unauthorized"):
+            raise InputError(" ".join(plugin.error.split()))
+
+
 # ---- the --json document ------------------------------------------------------------------
 
 
@@ -165,6 +192,7 @@ def _snapshot_doc(snapshot: "Snapshot") -> dict[str, Any]:
             "evictable_gap": ledger.evictable_gap,
             "residual_tokens": ledger.residual_tokens,
             "hit_rate": snapshot.hit_rate,
+            "delta_ref_max": snapshot.refs.delta_ref_max,
         },
     }
 
@@ -186,6 +214,10 @@ def _worker_doc(read: "RemoteRead") -> dict[str, Any]:
             "kv_event_messages": read.stream.malformed_messages if read.stream else 0,
             "metric_lines": read.malformed_metric_lines,
             "server_info_replies": read.malformed_server_info,
+        },
+        "plugin": None if read.plugin is None else {
+            "url": read.plugin.url, "state": read.plugin.state, "error": read.plugin.error,
+            "kvctl_version": read.plugin.kvctl_version, "health": read.plugin.health,
         },
         "last_error": read.last_error,
     }  # fmt: skip
@@ -253,6 +285,12 @@ def _worker_rows(read: "RemoteRead") -> list[tuple[str, str]]:
         ("H_prefix (seed 003 eq. 2)", _pct(s.hit_rate)),
         ("evicted tokens / retractions", f"{c.evicted_tokens:,} / {c.retractions:,}"),
     ]  # fmt: skip
+    if read.plugin is not None:
+        rows.append(("kvctl plugin", f"{read.plugin.state}  {read.plugin.url}"))
+        refs = s.refs
+        if refs.ok is not None:
+            rows.append(("delta_ref max / leases (seed 000 0x04B)",
+                         f"{_n(refs.delta_ref_max)} / {_n(refs.leases)}"))
     shape = read.shape
     if shape is not None:
         media = ", ".join(f"{m} {t:,}" for m, t in shape.tokens_by_medium) or "0"

@@ -46,6 +46,19 @@ def monitor_command(
             "the server reports).",
         ),
     ] = None,
+    plugin_url: Annotated[
+        Optional[str],
+        Opt(
+            "--plugin-url",
+            help="With --url: the kvctl plugin endpoint inside the server's scheduler "
+            "(default: the one its /server_info announces, if any).",
+        ),
+    ] = None,
+    plugin_token: Annotated[
+        Optional[str],
+        Opt("--plugin-token", envvar="KVCTL_PLUGIN_TOKEN", show_envvar=True,
+            help="Bearer token of the plugin endpoint."),
+    ] = None,
     refresh: Annotated[float, Opt(help="Seconds between screen refreshes.")] = 0.5,
     pace: Annotated[
         float, Opt(help="Virtual seconds per wall second; 0 runs as fast as the CPU allows.")
@@ -68,6 +81,8 @@ def monitor_command(
         raise InputError(f"--pool-tokens {pool_tokens} must be > 0")
     if kv_events is not None and url is None:
         raise InputError("--kv-events only applies with --url")
+    if plugin_url is not None and url is None:
+        raise InputError("--plugin-url only applies with --url")
     if url is not None and (seed is not None or pool_tokens is not None):
         raise InputError("--seed and --pool-tokens apply to embedded workloads, not --url")
 
@@ -78,7 +93,8 @@ def monitor_command(
         seed=seed, pace=pace or None, pool_tokens=pool_tokens, snapshot_interval_s=refresh
     )
     if url is not None:
-        plan = sources.remote_source(url, kv_events=kv_events)
+        plan = sources.remote_source(url, kv_events=kv_events, plugin_url=plugin_url,
+                                     plugin_token=plugin_token)
     elif trace is not None:
         plan = sources.embedded_source(trace=trace, **common)
     else:
@@ -123,8 +139,13 @@ def _print_one_snapshot(plan, *, wait_s: float) -> None:
         time.sleep(wait_s)
         snapshot = source.snapshot()
         error = getattr(source, "error", None)
+        down = getattr(source, "last_error", None)  # a remote attach: why it is disconnected
     finally:
         source.close()
     if error:
         raise RuntimeFailure(f"the workload stopped: {error}")
+    if not snapshot.connected:  # never print placeholders or stale numbers as a reading
+        reason = " ".join(str(down or "the source reports itself disconnected").split())
+        raise RuntimeFailure(f"no server answered ({reason})")
     print_json({"source": plan.label, "read_only": plan.read_only, "snapshot": snapshot})
+

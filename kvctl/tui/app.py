@@ -51,6 +51,7 @@ class MonitorApp(App[None]):
         self.owns_source = self._factory is not None
         self.failure: str | None = None
         self._last: Snapshot | None = None
+        self._last_good_seq: int | None = None  # the last connected read, for the banner
         self._paused = False
         self._error_reported: str | None = None
 
@@ -118,9 +119,20 @@ class MonitorApp(App[None]):
             self.publish(self.source.snapshot())
 
     def publish(self, snapshot: Snapshot) -> None:
-        """Show `snapshot` unless it is the one on screen already."""
+        """Show `snapshot` unless it is the one on screen already.
+
+        A disconnected snapshot raises the banner; its numbers are drawn (greyed, as stale)
+        only when they are a previous good read, never when the source never answered.
+        """
         self._report_source_error()
         self._update_run_state()
+        if snapshot.connected:
+            self._last_good_seq = snapshot.seq
+        else:
+            self.monitor.run_state = "disconnected"
+        self.monitor.show_source_state(snapshot, last_good_seq=self._last_good_seq)
+        if not snapshot.connected and self._last_good_seq is None:
+            return  # a placeholder: nothing to show yet
         last = self._last
         if last is not None and (snapshot is last or snapshot.seq == last.seq):
             return

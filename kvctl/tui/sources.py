@@ -6,7 +6,8 @@ because the embedded engine imports SGLang (seconds, the first time).
 
     scenario  -> LiveRun on the embedded engine (kvctl.replay.live_sources; loops, next seed)
     trace     -> LiveRun on the embedded engine (a Mooncake trace; loops)
-    url       -> engine_adapter.remote.remote_engine.RemoteEngine (read-only)
+    url       -> engine_adapter.remote.remote_engine.RemoteEngine (read-only; with the kvctl
+                 plugin's endpoint when given or announced in /server_info)
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def embedded_source(
     return SourcePlan(label=plan.label, build=plan.build, read_only=False)
 
 
-def remote_source(url: str, *, kv_events: str | None) -> SourcePlan:
+def remote_source(url: str, *, kv_events: str | None, plugin_url: str | None = None,
+                  plugin_token: str | None = None) -> SourcePlan:
     try:
         from engine_adapter.remote.http_fetch import normalize_base_url
         from engine_adapter.remote.remote_engine import RemoteEngine
@@ -61,8 +63,14 @@ def remote_source(url: str, *, kv_events: str | None) -> SourcePlan:
             ) from None
         raise
     base = normalize_base_url(url)  # InputError for a malformed URL
+    if plugin_url is not None:
+        from engine_adapter.remote.plugin_client import PluginClient
+
+        plugin_url = PluginClient(plugin_url).url  # InputError for a malformed URL, now
 
     def build() -> SnapshotSource:
-        return RemoteEngine(base, kv_events=kv_events)
+        return RemoteEngine(base, kv_events=kv_events, plugin_url=plugin_url,
+                            plugin_token=plugin_token)
 
-    return SourcePlan(label=f"{base} (remote, read-only)", build=build, read_only=True)
+    plugin = f", plugin {plugin_url}" if plugin_url else ""
+    return SourcePlan(label=f"{base} (remote{plugin}, read-only)", build=build, read_only=True)

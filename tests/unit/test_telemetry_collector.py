@@ -280,3 +280,22 @@ def test_max_age_reuses_a_recent_read_and_refreshes_an_old_one():
     now[0] += 1.0
     assert _value(registry, "kvctl_snapshot_sequence") == 2.0
     assert source.reads == 2
+
+
+def test_a_disconnected_snapshot_exports_up_zero_and_no_readings():
+    """A source that answers with a disconnected snapshot (a remote server that went away,
+    its last numbers marked stale) exports kvctl_up 0, kvctl_connected 0 and its alerts;
+    the stale ledger (3 free of 12) is not exported, neither as its value nor as 0."""
+    down = dataclasses.replace(seed_snapshot(), connected=False, alerts=(
+        Alert(name="remote_server_unreachable", severity="critical", evidence="refused"),))
+    registry, _ = _registry(down)
+    text = generate_latest(registry).decode()
+    samples = [line.split("{")[0].split(" ")[0] for line in text.splitlines()
+               if line and not line.startswith("#")]
+    assert samples == ["kvctl_up", "kvctl_snapshot_read_seconds", "kvctl_connected",
+                       "kvctl_alert_active", "kvctl_alerts_active"]
+    assert (_value(registry, "kvctl_up"), _value(registry, "kvctl_connected")) == (0.0, 0.0)
+    assert _value(registry, "kvctl_alert_active", alert="remote_server_unreachable",
+                  severity="critical") == 1.0
+    assert _value(registry, "kvctl_pool_capacity_tokens") is None
+    assert _value(registry, "kvctl_pool_tokens", state="free") is None

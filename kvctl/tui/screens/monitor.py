@@ -21,6 +21,7 @@ from kvctl.tui.widgets.integrity.integrity_panel import IntegrityPanel
 from kvctl.tui.widgets.pool.pool_panel import PoolPanel
 from kvctl.tui.widgets.requests.requests_panel import RequestsPanel
 from kvctl.tui.widgets.reuse.reuse_panel import ReusePanel
+from kvctl.tui.widgets.status.disconnected_banner import DisconnectedBanner
 from kvctl.tui.widgets.status.status_bar import StatusBar
 from kvctl.tui.widgets.tree.tree_panel import TreePanel
 
@@ -44,6 +45,7 @@ class MonitorScreen(Screen):
         yield StatusBar(self.label, id="status").data_bind(
             MonitorScreen.snapshot, MonitorScreen.run_state
         )
+        yield DisconnectedBanner(id="banner")
         with Container(id="dashboard"):
             with VerticalScroll(id="left"):
                 yield PoolPanel(id="pool").data_bind(MonitorScreen.snapshot)
@@ -53,6 +55,15 @@ class MonitorScreen(Screen):
                 yield TreePanel(id="tree").data_bind(MonitorScreen.snapshot)
                 yield RequestsPanel(id="requests").data_bind(MonitorScreen.snapshot)
         yield Footer()
+
+    def show_source_state(self, snapshot: Snapshot, *, last_good_seq: int | None) -> None:
+        """Banner and greying for a disconnected `snapshot`; both cleared when connected."""
+        banner = self.query_one(DisconnectedBanner)
+        if snapshot.connected:
+            banner.hide()
+        else:
+            banner.show_down(snapshot, last_good_seq=last_good_seq)
+        self.set_class(not snapshot.connected and last_good_seq is not None, "-stale")
 
     def on_resize(self, event: events.Resize) -> None:
         # side by side needs two ~80-column panels; narrower terminals stack them and scroll

@@ -24,6 +24,7 @@ RUN_STATES = {
     "finished": ("■ workload finished", "bold cyan"),
     "read-only": ("● live, read-only", "bold green"),
     "failed": ("✖ failed", "bold red"),
+    "disconnected": ("✖ disconnected", "bold red"),
 }
 
 
@@ -36,7 +37,7 @@ def status_text(
     engine = ""
     if snapshot is not None:
         info = snapshot.info
-        if fmt.is_remote(snapshot):
+        if info.engine.startswith("remote"):  # remote, or remote+plugin: no modeled clock
             clock = f"attached {snapshot.virtual_time_s:.1f} s · read {snapshot.seq:,}"
         else:
             steps = snapshot.counters.steps

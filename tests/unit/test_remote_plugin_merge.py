@@ -1,0 +1,124 @@
+"""Merging the plugin's snapshot into a remote read (plugin_merge.py), the plugin's
+discovery through /server_info (server_info.py), and the fleet sum of plugin-fed refs.
+
+The remote read is built from SGLang-format metrics text (1024 = 600 free + 300 evictable
++ 124 used); the plugin's snapshot carries seed 000 0x0CF's numbers (telemetry/testing.py:
+12 = 3 free + 2 evictable + 5 protected + 2 private, funnel 12 >= 11 >= 9 ... >= 4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from engine_adapter.funnel import STAGES
+from engine_adapter.remote.fleet_aggregate import aggregate
+from engine_adapter.remote.metrics_scrape import parse_metrics
+from engine_adapter.remote.plugin_client import PluginRead
+from engine_adapter.remote.plugin_merge import merge, plugin_down
+from engine_adapter.remote.server_info import parse_server_info
+from engine_adapter.remote.snapshot_build import NOT_OBSERVABLE, build_snapshot
+from telemetry.testing import SEED_FUNNEL_REQUESTS, seed_snapshot
+
+pytestmark = pytest.mark.unit
+
+METRICS = """
+sglang:max_total_num_tokens{tp_rank="0"} 1024.0
+sglang:kv_available_tokens{tp_rank="0"} 600.0
+sglang:kv_evictable_tokens{tp_rank="0"} 300.0
+sglang:kv_used_tokens{tp_rank="0"} 124.0
+sglang:num_requests_total{is_streaming="false"} 10.0
+sglang:prompt_tokens_total{is_streaming="false"} 2000.0
+sglang:cached_tokens_total{cache_source="device"} 1500.0
+"""
+BASE = "http://10.0.0.7:30000"
+INFO = {"page_size": 16, "served_model_name": "m", "radix_eviction_policy": "lru",
+        "version": "0.5.23", "max_total_num_tokens": 1024}
+PLUGIN = "http://10.0.0.7:30100"
+
+
+def remote():
+    return build_snapshot(seq=4, attached_s=2.0, wall_time_s=100.0,
+                          info=parse_server_info(INFO, base_url=BASE),
+                          metrics=parse_metrics(METRICS), stream=None, shape=None)
+
+
+def test_remote_numbers_stay_and_none_fields_are_filled():
+    """SGLang's pool gauges are kept (not the plugin's 12-token pool); protected 5 and
+    private 2 come from the plugin, which the remote read has as None."""
+    merged = merge(remote(), seed_snapshot(), plugin_url=PLUGIN)
+    ledger = merged.ledger
+    assert (ledger.pool_tokens, ledger.free_tokens, ledger.evictable_tokens,
+            ledger.used_tokens) == (1024, 600, 300, 124)
+    assert (ledger.protected_tokens, ledger.private_tokens) == (5, 2)
+    assert (merged.seq, merged.info.engine, merged.info.page_size) == (4, "remote+plugin", 16)
+
+
+def test_refs_funnel_and_counters_come_from_the_plugin():
+    """Refs (delta_ref 9 - 9 = 0), the whole seed funnel and the steps counter: the remote
+    read observes none of them."""
+    plugin = seed_snapshot()
+    merged = merge(remote(), plugin, plugin_url=PLUGIN)
+    assert merged.refs == plugin.refs and merged.refs.delta_ref_max == 0
+    assert [st.requests for st in merged.funnel.stages] == list(SEED_FUNNEL_REQUESTS)
+    assert merged.counters.steps == plugin.counters.steps
+    assert merged.counters.prompt_tokens == 2000  # the remote's own counter is kept
+
+
+def test_not_observable_notes_are_dropped_and_the_plugin_is_named():
+    """The remote's "not observable" notes go; a note names the plugin and its sample."""
+    merged = merge(remote(), seed_snapshot(seq=7), plugin_url=PLUGIN)
+    assert not set(NOT_OBSERVABLE) & set(merged.notes)
+    assert any(n.startswith(f"plugin {PLUGIN}: sample #7") for n in merged.notes)
+
+
+def test_a_plugin_that_sees_no_more_stages_keeps_the_remote_funnel():
+    """A plugin funnel with only the first stage observable does not replace the remote's."""
+    plugin = seed_snapshot()
+    hidden = tuple(dataclasses.replace(st, requests=None, tokens=None) if st.name != "requests"
+                   else st for st in plugin.funnel.stages)
+    plugin = dataclasses.replace(plugin, funnel=dataclasses.replace(plugin.funnel, stages=hidden))
+    merged = merge(remote(), plugin, plugin_url=PLUGIN)
+    assert merged.funnel == remote().funnel
+
+
+def test_plugin_down_adds_an_alert_and_no_numbers():
+    """An unavailable plugin: the remote read unchanged but for the alert and a note."""
+    read = PluginRead(url=PLUGIN, state="disabled", snapshot=None, error="boom")
+    down = plugin_down(remote(), read)
+    assert (down.ledger, down.refs, down.funnel) == (remote().ledger, remote().refs,
+                                                     remote().funnel)
+    (alert,) = down.alerts
+    assert (alert.name, alert.severity) == ("plugin_unavailable", "warning")
+    assert alert.evidence == f"{PLUGIN}: disabled: boom; plugin fields are not observable"
+
+
+@pytest.mark.parametrize(("announced", "expected"), [
+    ("http://127.0.0.1:30100", "http://10.0.0.7:30100"),  # loopback: the host we reached
+    ("http://0.0.0.0:30100", "http://10.0.0.7:30100"),  # wildcard bind
+    ("http://10.0.0.9:30100", "http://10.0.0.9:30100"),  # a real address is kept
+    ("http://127.0.0.1:99999", None),  # an unusable port: not discovered
+    ("ftp://10.0.0.9:21", None),
+])  # fmt: skip
+def test_plugin_discovery_from_server_info(announced, expected):
+    """`kvctl_plugin.url` in /server_info becomes ServerInfo.plugin_url."""
+    info = parse_server_info({**INFO, "kvctl_plugin": {"url": announced, "schema_version": 1}},
+                             base_url=BASE)
+    assert info.plugin_url == expected
+
+
+def test_no_announcement_no_plugin():
+    assert parse_server_info(INFO, base_url=BASE).plugin_url is None
+
+
+def test_fleet_sums_plugin_refs_and_keeps_none_without():
+    """Two plugin-fed workers with the seed's 2 leases and 9 protected tokens each: 4 leases,
+    18 recorded = 18 derived; a worker without the plugin makes the sums None."""
+    with_plugin = merge(remote(), seed_snapshot(), plugin_url=PLUGIN)
+    both = aggregate([("a", with_plugin), ("b", with_plugin)], seq=1, wall_time_s=1.0)
+    assert (both.refs.leases, both.refs.recorded_protected_tokens,
+            both.refs.derived_protected_tokens, both.refs.delta_ref_max) == (4, 18, 18, 0)
+    mixed = aggregate([("a", with_plugin), ("b", remote())], seq=1, wall_time_s=1.0)
+    assert mixed.refs.leases is None and mixed.refs.delta_ref_max is None
+    assert len(STAGES) == len(both.funnel.stages)
