@@ -53,8 +53,10 @@ class TrafficRecorder:
         self._next_seq = 1
         self.dropped = 0
 
-    def on_arrival(self, rid: str, token_ids: Sequence[int], arrival_s: float) -> None:
-        blocks = tuple(self.hasher.hash_prompt(token_ids))  # outside the lock: the costly part
+    def on_arrival(self, rid: str, token_ids: Sequence[int], arrival_s: float, *,
+                   namespace: bytes = b"") -> None:
+        # hashing outside the lock: the costly part
+        blocks = tuple(self.hasher.hash_prompt(token_ids, namespace=namespace))
         with self._lock:
             if len(self._pending) >= self._max_pending:
                 self.dropped += 1

@@ -37,9 +37,12 @@ def url_host(base_url: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def http_get(url: str, *, timeout_s: float) -> tuple[int, bytes]:
-    """GET `url`; returns (status, body) for any HTTP answer, raises Unreachable otherwise."""
-    request = urllib.request.Request(url, headers={"Accept": "*/*", "User-Agent": "kvctl"})
+def http_get(url: str, *, timeout_s: float,
+             headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """GET `url` (with extra `headers`, e.g. a bearer token); returns (status, body) for any
+    HTTP answer, raises Unreachable otherwise."""
+    request = urllib.request.Request(
+        url, headers={"Accept": "*/*", "User-Agent": "kvctl", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return response.status, response.read(MAX_BODY_BYTES)
