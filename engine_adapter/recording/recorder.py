@@ -26,11 +26,12 @@ from engine_adapter.recording.block_hasher import BlockHasher
 class TrafficRecord:
     """One finished request: arrival (seconds, the server's clock), lengths, block digests."""
 
-    seq: int
+    seq: int  # finish order, 1-based: what a reader acknowledges
     arrival_s: float
     input_length: int
     output_length: int
     blocks: tuple[bytes, ...]
+    arrival_seq: int = 0  # arrival order, 1-based: breaks ties of equal arrival_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +48,11 @@ class TrafficRecorder:
         self.hasher = hasher
         self._capacity = capacity
         self._max_pending = max_pending
-        self._pending: OrderedDict[str, tuple[float, int, tuple[bytes, ...]]] = OrderedDict()
+        self._pending: OrderedDict[str, tuple[float, int, tuple[bytes, ...], int]] = OrderedDict()
         self._queue: deque[TrafficRecord] = deque()
         self._lock = threading.Lock()
         self._next_seq = 1
+        self._arrivals = 0
         self.dropped = 0
 
     def on_arrival(self, rid: str, token_ids: Sequence[int], arrival_s: float, *,
@@ -61,7 +63,8 @@ class TrafficRecorder:
             if len(self._pending) >= self._max_pending:
                 self.dropped += 1
                 return
-            self._pending[rid] = (arrival_s, len(token_ids), blocks)
+            self._arrivals += 1
+            self._pending[rid] = (arrival_s, len(token_ids), blocks, self._arrivals)
 
     def on_finish(self, rid: str, output_tokens: int) -> None:
         with self._lock:
@@ -71,9 +74,9 @@ class TrafficRecorder:
             if len(self._queue) >= self._capacity:
                 self.dropped += 1
                 return
-            arrival_s, input_length, blocks = started
+            arrival_s, input_length, blocks, arrival_seq = started
             self._queue.append(TrafficRecord(self._next_seq, arrival_s, input_length,
-                                             max(int(output_tokens), 0), blocks))
+                                             max(int(output_tokens), 0), blocks, arrival_seq))
             self._next_seq += 1
 
     def on_abort(self, rid: str) -> None:

@@ -5,7 +5,7 @@ status and JSON body it returns; nothing here touches sockets. The body:
 
     {"schema_version": 1, "recording_id": "9f..", "block_tokens": 512,
      "dropped": 0, "in_flight": 3, "errors": 0,
-     "records": [{"seq": 7, "arrival_s": 1234.5, "input_length": 1100,
+     "records": [{"seq": 7, "arrival_seq": 6, "arrival_s": 1234.5, "input_length": 1100,
                   "output_length": 40, "blocks": ["a1b2c3d4e5f60718", ...]}, ...],
      "next_ack": 7}
 
@@ -41,7 +41,8 @@ def records_response(tap: Any, query: Mapping[str, str]) -> tuple[int, dict]:
     if query.get("recording") not in (None, "", tap.recording_id):
         ack = 0  # that ack counted another recording's sequence numbers
     batch = tap.read(ack=ack, limit=limit)
-    records = [{"seq": r.seq, "arrival_s": r.arrival_s, "input_length": r.input_length,
+    records = [{"seq": r.seq, "arrival_seq": r.arrival_seq, "arrival_s": r.arrival_s,
+                "input_length": r.input_length,
                 "output_length": r.output_length, "blocks": [b.hex() for b in r.blocks]}
                for r in batch.records]
     return 200, {

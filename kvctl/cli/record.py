@@ -91,6 +91,7 @@ def _finish(session, target, out: Path, block_tokens: int, started_at: str,
         "hashing": "BLAKE2b-64, chained per block, keyed by a per-recording salt never written",
     }
     document = write_recording(out, session.records, meta)
+    session.release()
     if json_output:
         print_json({"out": str(out), **document})
     else:

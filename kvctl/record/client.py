@@ -68,10 +68,11 @@ class RecordsClient:
         self.ack = 0
         self.recording_id = ""
 
-    def poll(self) -> RecordsPage:
-        """Fetch the next page, acking the previous one. Raises Unreachable, InputError for
-        an answer that names a fix (token, recording off), RuntimeFailure for a bad body."""
-        query = urllib.parse.urlencode({"ack": self.ack, "limit": self.limit,
+    def poll(self, *, limit: int | None = None) -> RecordsPage:
+        """Fetch the next page (up to `limit`, default the client's), acking `self.ack`.
+        Raises Unreachable, InputError for an answer that names a fix (token, recording
+        off), RuntimeFailure for a bad body."""
+        query = urllib.parse.urlencode({"ack": self.ack, "limit": limit or self.limit,
                                         "recording": self.recording_id})
         url = f"{self.plugin_url}/records?{query}"
         status, body = http_get(url, timeout_s=self._timeout_s, headers=self._headers)
@@ -149,7 +150,8 @@ def _page(document: dict, url: str) -> RecordsPage:
             TrafficRecord(seq=int(r["seq"]), arrival_s=float(r["arrival_s"]),
                           input_length=int(r["input_length"]),
                           output_length=int(r["output_length"]),
-                          blocks=tuple(bytes.fromhex(b) for b in r["blocks"]))
+                          blocks=tuple(bytes.fromhex(b) for b in r["blocks"]),
+                          arrival_seq=int(r.get("arrival_seq", 0)))
             for r in document["records"])
         return RecordsPage(recording_id=str(document["recording_id"]),
                            block_tokens=int(document["block_tokens"]),

@@ -134,10 +134,19 @@ class RecordingSession:
         self._take(page)
         return len(page.records) >= self.client.limit and not self._full()
 
+    def release(self) -> None:
+        """Acknowledge the last page kept (call once it is on disk), best effort: the
+        server may free those records now. Records past --max-requests are not acked."""
+        try:
+            self.client.poll(limit=1)
+        except (Unreachable, InputError, RuntimeFailure):
+            pass
+
     def _take(self, page: RecordsPage) -> None:
         self.hook_errors = max(self.hook_errors, page.errors)
         for record in page.records:
             if self._full():
+                self.client.ack = self.records[-1].seq if self.records else 0
                 break
             self.records.append(record)
             self._prompt_tokens += record.input_length
