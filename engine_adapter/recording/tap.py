@@ -44,13 +44,16 @@ MAX_ERRORS = 100
 class RecordingTap:
     """Owns one recording (one salt, one TrafficRecorder) for one scheduler process.
 
-    `clock` gives arrival times in seconds (default: the process's monotonic clock; only
-    differences matter, the writer makes them relative to the first arrival). `enabled`
-    False makes every hook a no-op and `disabled_reason` says why.
+    Arrival time, in seconds (only differences matter: the writer makes them relative to
+    the first arrival): `clock()` when a clock is given (a virtual clock in tests and the
+    embedded engine); otherwise the API server's `time_stats.created_time`, which SGLang
+    propagates to the scheduler's Req (time.perf_counter, system-wide CLOCK_MONOTONIC on
+    Linux, so comparable across the server's processes), else perf_counter at the hook.
+    `enabled` False makes every hook a no-op and `disabled_reason` says why.
     """
 
     def __init__(self, *, block_tokens: int = DEFAULT_BLOCK_TOKENS,
-                 clock: Callable[[], float] = time.monotonic, capacity: int = 65_536,
+                 clock: Callable[[], float] | None = None, capacity: int = 65_536,
                  max_pending: int = 65_536, max_errors: int = MAX_ERRORS,
                  salt: bytes | None = None, enabled: bool = True,
                  disabled_reason: str | None = None) -> None:
@@ -92,8 +95,9 @@ class RecordingTap:
         if not self.enabled:
             return
         try:
+            arrival_s = self._clock() if self._clock is not None else _created_s(req)
             self.recorder.on_arrival(str(req.rid), _token_array(req.origin_input_ids),
-                                     float(self._clock()), namespace=_namespace(req))
+                                     float(arrival_s), namespace=_namespace(req))
         except Exception as err:  # never into the server
             self._failed("arrival", err)
 
@@ -144,6 +148,12 @@ def _token_array(ids: Any) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
+def _created_s(req: Any) -> float:
+    """When the API server created the request (SGLang's req_time_stats), else now."""
+    created = getattr(getattr(req, "time_stats", None), "created_time", 0.0)
+    return created if isinstance(created, float) and created > 0.0 else time.perf_counter()
+
+
 def _namespace(req: Any) -> bytes:
     """The parts of SGLang's radix key beyond the tokens (RadixKey's extra_key, the
     cache_salt, the LoRA id); empty for the common single-namespace server."""
@@ -155,5 +165,6 @@ def _namespace(req: Any) -> bytes:
 
 
 def _aborted(req: Any) -> bool:
+    """SGLang's FINISH_ABORT, by name: the hooks import nothing from SGLang."""
     reason = getattr(req, "finished_reason", None)
     return reason is not None and type(reason).__name__ == "FINISH_ABORT"

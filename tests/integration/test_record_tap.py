@@ -66,6 +66,24 @@ def test_arrival_and_finish_make_one_record_each_with_shared_prefix_ids():
     assert [r["seq"] for r in body["records"]] == [2]
 
 
+def test_arrival_time_is_the_api_servers_creation_time_when_sglang_carries_it():
+    """No clock given: time_stats.created_time (set by the API server, propagated to the
+    scheduler's Req) is the arrival; a Req without it gets the hook's perf_counter."""
+    import time
+
+    tap = RecordingTap(block_tokens=4)
+    early, late = make_req("early", [1, 2]), make_req("late", [3, 4])
+    early.time_stats.created_time = 5.25
+    before = time.perf_counter()
+    tap.on_request_arrival(early)
+    tap.on_request_arrival(late)
+    for req in (early, late):
+        finish(req, 1)
+        tap.on_request_finish(req)
+    first, second = tap.read().records
+    assert first.arrival_s == 5.25 and second.arrival_s >= before
+
+
 def test_aborted_requests_are_not_part_of_the_trace():
     """A FINISH_ABORT at finish, or an explicit abort, leaves no record and nothing in flight."""
     tap = RecordingTap(block_tokens=4)
