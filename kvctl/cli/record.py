@@ -66,6 +66,7 @@ def _finish(session, target, out: Path, block_tokens: int, started_at: str,
             json_output: bool) -> None:
     from kvctl.cli.output import console, print_json
     from kvctl.record.writer import write_recording
+    from kvctl.replay.mooncake import BLOCK_TOKENS as MOONCAKE_BLOCK_TOKENS
 
     progress = session.progress()
     if not session.records:
@@ -99,6 +100,9 @@ def _finish(session, target, out: Path, block_tokens: int, started_at: str,
             f"recorded {document['requests']:,} requests, {progress.prompt_tokens:,} prompt "
             f"tokens, {document['distinct_blocks']:,} distinct blocks, {session.dropped:,} "
             f"dropped -> {out} (+ {out.name.removesuffix('.jsonl')}.meta.json); no token ids stored")
+    if block_tokens != MOONCAKE_BLOCK_TOKENS:
+        typer.echo(f"kvctl: note: {block_tokens}-token blocks; kvctl replay and Mooncake tools "
+                   f"read {MOONCAKE_BLOCK_TOKENS}-token blocks", err=True)
     if session.lost:
         raise RuntimeFailure(f"recording stopped early: {session.lost}; wrote what was received "
                              f"to {out}")
