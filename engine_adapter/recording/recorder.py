@@ -8,8 +8,11 @@ Contract:
 - `read(ack, limit)` runs in the endpoint's thread: it drops every record with a sequence
   number <= `ack` (the reader has them) and returns the next ones, without blocking on the
   serving thread beyond a short lock.
-- Never slows the server: when the queue holds `capacity` unread records, or `max_pending`
-  requests are in flight, new records are dropped and counted (`dropped`), never waited on.
+- Never slows the server: when the queue holds `capacity` unread records, a finished record
+  is dropped and counted (`dropped`), never waited on; when `max_pending` requests are in
+  flight, the oldest of them is forgotten and counted (its finish may never come: an abort
+  from the waiting queue), so a leak cannot shut recording out.
+- A second arrival of a rid still in flight (a retracted request re-queued) is ignored.
 """
 
 from __future__ import annotations
@@ -57,12 +60,16 @@ class TrafficRecorder:
 
     def on_arrival(self, rid: str, token_ids: Sequence[int], arrival_s: float, *,
                    namespace: bytes = b"") -> None:
+        if rid in self._pending:  # re-queued (a retraction), not a new arrival
+            return
         # hashing outside the lock: the costly part
         blocks = tuple(self.hasher.hash_prompt(token_ids, namespace=namespace))
         with self._lock:
             if len(self._pending) >= self._max_pending:
+                # the oldest in flight is likeliest a request whose finish was never seen
+                # (aborted from the queue): forget it rather than refuse all new traffic
+                self._pending.popitem(last=False)
                 self.dropped += 1
-                return
             self._arrivals += 1
             self._pending[rid] = (arrival_s, len(token_ids), blocks, self._arrivals)
 

@@ -38,7 +38,7 @@ def records_response(tap: Any, query: Mapping[str, str]) -> tuple[int, dict]:
         limit = min(_integer(query, "limit", default=MAX_LIMIT, low=1), MAX_LIMIT)
     except ValueError as err:
         return 400, {"error": str(err)}
-    if query.get("recording") not in (None, "", tap.recording_id):
+    if _one(query, "recording") not in (None, "", tap.recording_id):
         ack = 0  # that ack counted another recording's sequence numbers
     batch = tap.read(ack=ack, limit=limit)
     records = [{"seq": r.seq, "arrival_seq": r.arrival_seq, "arrival_s": r.arrival_s,
@@ -57,14 +57,20 @@ def records_response(tap: Any, query: Mapping[str, str]) -> tuple[int, dict]:
     }
 
 
-def _integer(query: Mapping[str, str], name: str, *, default: int, low: int) -> int:
+def _one(query: Mapping[str, Any], name: str) -> str | None:
+    """One query value; the last of a parse_qs-style list."""
     raw = query.get(name)
+    if isinstance(raw, (list, tuple)):
+        raw = raw[-1] if raw else None
+    return None if raw is None else str(raw)
+
+
+def _integer(query: Mapping[str, Any], name: str, *, default: int, low: int) -> int:
+    raw = _one(query, name)
     if raw is None or raw == "":
         return default
-    if isinstance(raw, (list, tuple)):  # parse_qs style {"ack": ["3"]}
-        raw = raw[-1]
     try:
-        value = int(str(raw))
+        value = int(raw)
     except ValueError:
         raise ValueError(f"{name}={raw!r} is not an integer") from None
     if value < low:
