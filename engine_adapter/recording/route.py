@@ -11,7 +11,8 @@ status and JSON body it returns; nothing here touches sockets. The body:
 
 `ack` releases every record with `seq <= ack` (the reader has stored them); `next_ack` is
 what the reader sends next, with `recording=<recording_id>` of the body it acknowledges: an
-ack meant for an earlier recording (the server restarted) releases nothing. `blocks` are the salted chained digests (block_hasher.py), hex:
+ack meant for an earlier recording (the server restarted) releases nothing.
+`blocks` are the salted chained digests (block_hasher.py), hex:
 they reveal only which blocks are equal within this recording, never a token id. A changed
 `recording_id` means the server restarted (sequence numbers start again at 1).
 """

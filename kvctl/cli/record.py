@@ -37,7 +37,8 @@ def record_command(
     block_tokens: Annotated[int, Opt(help=(
         "Tokens per hash block; must equal the server's KVCTL_RECORD_BLOCK_TOKENS."))] = 512,
     interval: Annotated[float, Opt(help="Seconds between polls.")] = 0.5,
-    json_output: Annotated[bool, Opt("--json", help="Print the sidecar as JSON at the end.")] = False,
+    json_output: Annotated[bool, Opt("--json", help=(
+        "Print the sidecar as JSON at the end."))] = False,
 ) -> None:
     """Validate, connect, record, write; see the module docstring."""
     from kvctl.record.client import connect
@@ -65,7 +66,7 @@ def record_command(
 def _finish(session, target, out: Path, block_tokens: int, started_at: str,
             json_output: bool) -> None:
     from kvctl.cli.output import console, print_json
-    from kvctl.record.writer import write_recording
+    from kvctl.record.writer import meta_path, write_recording
     from kvctl.replay.mooncake import BLOCK_TOKENS as MOONCAKE_BLOCK_TOKENS
 
     progress = session.progress()
@@ -99,7 +100,7 @@ def _finish(session, target, out: Path, block_tokens: int, started_at: str,
         console().print(
             f"recorded {document['requests']:,} requests, {progress.prompt_tokens:,} prompt "
             f"tokens, {document['distinct_blocks']:,} distinct blocks, {session.dropped:,} "
-            f"dropped -> {out} (+ {out.name.removesuffix('.jsonl')}.meta.json); no token ids stored")
+            f"dropped -> {out} (+ {meta_path(out).name}); no token ids stored")
     if block_tokens != MOONCAKE_BLOCK_TOKENS:
         typer.echo(f"kvctl: note: {block_tokens}-token blocks; kvctl replay and Mooncake tools "
                    f"read {MOONCAKE_BLOCK_TOKENS}-token blocks", err=True)

@@ -105,7 +105,8 @@ def connect(url: str, *, plugin_url: str | None, token: str | None, block_tokens
     except Unreachable as err:
         raise InputError(f"cannot reach the SGLang server ({err}): check --url") from None
     except MalformedServerInfo as err:
-        raise InputError(f"{base} does not look like an SGLang server ({err}): check --url") from None
+        raise InputError(
+            f"{base} does not look like an SGLang server ({err}): check --url") from None
     if plugin_url is None:
         advertised = document.get("kvctl_plugin") if isinstance(document, dict) else None
         plugin_url = advertised.get("url") if isinstance(advertised, dict) else None
@@ -159,4 +160,5 @@ def _page(document: dict, url: str) -> RecordsPage:
                            errors=int(document.get("errors", 0)), records=records,
                            next_ack=int(document["next_ack"]))
     except (KeyError, TypeError, ValueError) as err:
-        raise RuntimeFailure(f"{url}: malformed /records body ({type(err).__name__}: {err})") from None
+        raise RuntimeFailure(
+            f"{url}: malformed /records body ({type(err).__name__}: {err})") from None

@@ -67,7 +67,8 @@ def test_records_a_server_into_a_mooncake_trace_with_its_sidecar(tmp_path, sglan
     assert [(r["input_length"], r["output_length"], r["hash_ids"]) for r in rows(out)] == [
         (600, 7, [0, 1]), (522, 7, [0, 2]), (300, 7, [3])]
     sidecar = json.loads(meta_path(out).read_text())
-    assert (sidecar["model"], sidecar["page_size"], sidecar["block_tokens"]) == ("tiny-llama", 16, 512)
+    assert (sidecar["model"], sidecar["page_size"], sidecar["block_tokens"]) == (
+        "tiny-llama", 16, 512)
     assert (sidecar["dropped"], sidecar["requests"], sidecar["distinct_blocks"]) == (0, 3, 4)
     assert sidecar["token_ids_stored"] is False and sidecar["stopped_by"] == "max-requests"
     assert json.loads(result.stdout)["out"] == str(out)
@@ -187,7 +188,8 @@ def test_unreachable_urls_exit_2_naming_the_fix(tmp_path):
     assert result.exit_code == 2 and "cannot reach the SGLang server" in result.stderr
     assert "check --url" in result.stderr
     with RecordsEndpoint(RecordingTap(), info=sglang_info(dead)) as endpoint:
-        result = runner.invoke(app, ["record", "--url", endpoint.url, "--out", str(tmp_path / "a.jsonl")])
+        result = runner.invoke(app, ["record", "--url", endpoint.url,
+                                     "--out", str(tmp_path / "a.jsonl")])
     assert result.exit_code == 2 and "cannot reach the kvctl plugin" in result.stderr
     assert "KVCTL_SGLANG_PLUGIN=1" in result.stderr
 

@@ -101,7 +101,8 @@ def test_cache_salt_namespaces_the_chain_as_sglang_namespaces_the_tree():
     """Same tokens under two cache_salts share nothing (SGLang would not share them either);
     under one salt they share everything."""
     tap = RecordingTap(block_tokens=4)
-    reqs = [make_req("x", [1, 2, 3, 4], cache_salt="t1"), make_req("y", [1, 2, 3, 4], cache_salt="t2"),
+    reqs = [make_req("x", [1, 2, 3, 4], cache_salt="t1"),
+            make_req("y", [1, 2, 3, 4], cache_salt="t2"),
             make_req("z", [1, 2, 3, 4], cache_salt="t1"), make_req("w", [1, 2, 3, 4])]
     for req in reqs:
         tap.on_request_arrival(req)
@@ -124,7 +125,8 @@ def test_a_failing_hook_is_counted_never_raised_then_turns_itself_off():
     tap.on_request_arrival(broken)
     status, body = records_response(tap, {})
     assert (tap.errors, tap.enabled, status) == (3, False, 404)
-    assert body["error"] == "recording turned itself off after 3 hook errors (last: TypeError at arrival)"
+    assert body["error"] == ("recording turned itself off after 3 hook errors "
+                             "(last: TypeError at arrival)")
 
 
 def test_route_rejects_bad_queries_and_caps_the_page():
