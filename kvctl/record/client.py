@@ -113,6 +113,7 @@ def connect(url: str, *, plugin_url: str | None, token: str | None, block_tokens
         if not isinstance(plugin_url, str) or not plugin_url:
             raise InputError(f"{base} advertises no kvctl plugin in /server_info: {PLUGIN_FIX}, "
                              "or pass --plugin-url")
+        plugin_url = _reachable(normalize_base_url(plugin_url), base)
     plugin = normalize_base_url(plugin_url)
     client = RecordsClient(plugin, token=token, timeout_s=timeout_s)
     try:
@@ -131,6 +132,22 @@ def connect(url: str, *, plugin_url: str | None, token: str | None, block_tokens
     target = Target(server_url=base, plugin_url=plugin, model=info.model,
                     page_size=info.page_size, dp_size=info.dp_size, version=info.version)
     return target, client, page
+
+
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "*"})
+
+
+def _reachable(advertised: str, server_url: str) -> str:
+    """The plugin announces loopback or a wildcard when it cannot know the server's public
+    address; a client that reached the server elsewhere substitutes that host (as for the
+    KV-event endpoints, server_info.py). An explicit --plugin-url is never rewritten."""
+    parts = urllib.parse.urlsplit(advertised)
+    server_host = urllib.parse.urlsplit(server_url).hostname or ""
+    if (parts.hostname or "") not in _LOCAL_HOSTS or server_host in _LOCAL_HOSTS:
+        return advertised
+    host = f"[{server_host}]" if ":" in server_host else server_host
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def _json(body: bytes):
