@@ -177,6 +177,25 @@ def test_a_server_that_cannot_be_recorded_is_one_line_naming_the_fix(tmp_path, c
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_plugin_without_the_records_route_says_it_predates_recording(tmp_path):
+    """The plugin answers 404 {"error": "no route /records"} (an older kvctl): exit 2
+    naming the upgrade, not the plugin's own routing message."""
+    with RecordsEndpoint(RecordingTap(), info=advertised) as endpoint:
+        original = endpoint._answer
+
+        def older_plugin(handler):
+            if handler.path.startswith("/records"):
+                from records_http import _send
+
+                return _send(handler, 404, b'{"error": "no route /records; try /healthz"}')
+            return original(handler)
+
+        endpoint._answer = older_plugin
+        result = runner.invoke(app, ["record", "--url", endpoint.url,
+                                     "--out", str(tmp_path / "t.jsonl")])
+    assert result.exit_code == 2 and "predates recording" in result.stderr
+
+
 def test_unreachable_urls_exit_2_naming_the_fix(tmp_path):
     """A dead --url, and a live server advertising a dead plugin address."""
     import socket
