@@ -43,13 +43,23 @@ class BlockHasher:
         """How many hash ids a prompt of `length` tokens has (the last block partial)."""
         return -(-length // self.block_tokens)
 
-    def hash_prompt(self, token_ids: Sequence[int] | np.ndarray) -> list[bytes]:
-        """The chained digest of every block of `token_ids` (one per block, in order)."""
+    def hash_prompt(self, token_ids: Sequence[int] | np.ndarray, *,
+                    namespace: bytes = b"") -> list[bytes]:
+        """The chained digest of every block of `token_ids` (one per block, in order).
+
+        `namespace` seeds the chain (SGLang keys its radix tree by `extra_key` and
+        `cache_salt` too, and seeds its own block hashes with the salt), so requests that
+        SGLang would never share a prefix between never share an id either. Empty: no seed.
+        """
         tokens = np.ascontiguousarray(np.asarray(token_ids, dtype=np.int64))
         raw = tokens.astype("<i8", copy=False).tobytes()
         step = self.block_tokens * 8
         digests: list[bytes] = []
         previous = b""
+        if namespace:
+            seed = hashlib.blake2b(b"namespace\0", key=self._salt, digest_size=_DIGEST_BYTES)
+            seed.update(namespace)
+            previous = seed.digest()
         for start in range(0, len(raw), step):
             h = hashlib.blake2b(previous, key=self._salt, digest_size=_DIGEST_BYTES)
             h.update(raw[start:start + step])

@@ -8,8 +8,11 @@ Contract:
 - `read(ack, limit)` runs in the endpoint's thread: it drops every record with a sequence
   number <= `ack` (the reader has them) and returns the next ones, without blocking on the
   serving thread beyond a short lock.
-- Never slows the server: when the queue holds `capacity` unread records, or `max_pending`
-  requests are in flight, new records are dropped and counted (`dropped`), never waited on.
+- Never slows the server: when the queue holds `capacity` unread records, a finished record
+  is dropped and counted (`dropped`), never waited on; when `max_pending` requests are in
+  flight, the oldest of them is forgotten and counted (its finish may never come: an abort
+  from the waiting queue), so a leak cannot shut recording out.
+- A second arrival of a rid still in flight (a retracted request re-queued) is ignored.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from engine_adapter.recording.block_hasher import BlockHasher
 class TrafficRecord:
     """One finished request: arrival (seconds, the server's clock), lengths, block digests."""
 
-    seq: int
+    seq: int  # finish order, 1-based: what a reader acknowledges
     arrival_s: float
     input_length: int
     output_length: int
     blocks: tuple[bytes, ...]
+    arrival_seq: int = 0  # arrival order, 1-based: breaks ties of equal arrival_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,19 +51,27 @@ class TrafficRecorder:
         self.hasher = hasher
         self._capacity = capacity
         self._max_pending = max_pending
-        self._pending: OrderedDict[str, tuple[float, int, tuple[bytes, ...]]] = OrderedDict()
+        self._pending: OrderedDict[str, tuple[float, int, tuple[bytes, ...], int]] = OrderedDict()
         self._queue: deque[TrafficRecord] = deque()
         self._lock = threading.Lock()
         self._next_seq = 1
+        self._arrivals = 0
         self.dropped = 0
 
-    def on_arrival(self, rid: str, token_ids: Sequence[int], arrival_s: float) -> None:
-        blocks = tuple(self.hasher.hash_prompt(token_ids))  # outside the lock: the costly part
+    def on_arrival(self, rid: str, token_ids: Sequence[int], arrival_s: float, *,
+                   namespace: bytes = b"") -> None:
+        if rid in self._pending:  # re-queued (a retraction), not a new arrival
+            return
+        # hashing outside the lock: the costly part
+        blocks = tuple(self.hasher.hash_prompt(token_ids, namespace=namespace))
         with self._lock:
             if len(self._pending) >= self._max_pending:
+                # the oldest in flight is likeliest a request whose finish was never seen
+                # (aborted from the queue): forget it rather than refuse all new traffic
+                self._pending.popitem(last=False)
                 self.dropped += 1
-                return
-            self._pending[rid] = (arrival_s, len(token_ids), blocks)
+            self._arrivals += 1
+            self._pending[rid] = (arrival_s, len(token_ids), blocks, self._arrivals)
 
     def on_finish(self, rid: str, output_tokens: int) -> None:
         with self._lock:
@@ -69,9 +81,9 @@ class TrafficRecorder:
             if len(self._queue) >= self._capacity:
                 self.dropped += 1
                 return
-            arrival_s, input_length, blocks = started
+            arrival_s, input_length, blocks, arrival_seq = started
             self._queue.append(TrafficRecord(self._next_seq, arrival_s, input_length,
-                                             max(int(output_tokens), 0), blocks))
+                                             max(int(output_tokens), 0), blocks, arrival_seq))
             self._next_seq += 1
 
     def on_abort(self, rid: str) -> None:

@@ -58,6 +58,13 @@ class ServerInfo:
 def fetch_server_info(base_url: str, *, timeout_s: float) -> ServerInfo:
     """GET /server_info, falling back to /get_server_info on 404. Raises Unreachable or
     MalformedServerInfo."""
+    document, path = fetch_server_info_document(base_url, timeout_s=timeout_s)
+    return parse_server_info(document, base_url=base_url, source_path=path)
+
+
+def fetch_server_info_document(base_url: str, *, timeout_s: float) -> tuple[Any, str]:
+    """The raw JSON document of /server_info (or /get_server_info) and the path that
+    answered, for fields ServerInfo does not carry. Raises Unreachable or MalformedServerInfo."""
     for path in ("/server_info", "/get_server_info"):
         status, body = http_get(f"{base_url}{path}", timeout_s=timeout_s)
         if status == 404:
@@ -65,10 +72,9 @@ def fetch_server_info(base_url: str, *, timeout_s: float) -> ServerInfo:
         if status != 200:
             raise MalformedServerInfo(f"{base_url}{path} answered HTTP {status}")
         try:
-            document = json.loads(body)
+            return json.loads(body), path
         except ValueError:
             raise MalformedServerInfo(f"{base_url}{path} is not JSON") from None
-        return parse_server_info(document, base_url=base_url, source_path=path)
     raise MalformedServerInfo(f"{base_url} has neither /server_info nor /get_server_info")
 
 

@@ -131,6 +131,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     ("plan", "plan_app", "plan", "group"),
     ("addr", "addr_command", "addr", "command"),
     ("replay", "replay_command", "replay", "command"),
+    ("record", "record_command", "record", "command"),
     ("check", "check_command", "check", "command"),
     ("inspect", "inspect_command", "inspect", "command"),
     ("monitor", "monitor_command", "monitor", "command"),

@@ -31,9 +31,10 @@ SCHEMA_VERSION = 1
 
 
 def mooncake_rows(records: Iterable[TrafficRecord]) -> tuple[list[dict], int]:
-    """Rows in arrival order (ties by sequence) with dense first-seen hash ids, and the
-    number of records skipped because they produced no output (Mooncake needs >= 1)."""
-    ordered = sorted(records, key=lambda r: (r.arrival_s, r.seq))
+    """Rows in arrival order (ties by arrival sequence, then finish sequence) with dense
+    first-seen hash ids, and the number of records skipped because they produced no output
+    (Mooncake needs >= 1)."""
+    ordered = sorted(records, key=lambda r: (r.arrival_s, r.arrival_seq, r.seq))
     dense: dict[bytes, int] = {}
     rows: list[dict] = []
     skipped = 0
@@ -101,4 +102,10 @@ def check_destination(out: str | Path) -> Path:
         raise InputError(f"--out {out}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
         raise InputError(f"--out {out}: folder {folder} is not writable")
+    try:  # what access() cannot see: a read-only mount, no inodes left
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise InputError(f"--out {out}: cannot write in {folder} ({err.strerror or err})") from None
     return out

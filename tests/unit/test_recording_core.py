@@ -59,14 +59,25 @@ def test_recorder_completes_on_finish_and_drops_nothing_it_has_room_for():
 
 
 def test_a_slow_reader_loses_records_counted_never_waited_on():
+    """Bounds: 3 in flight (the oldest forgotten first), 2 unread records; every loss counted."""
     recorder = TrafficRecorder(BlockHasher(block_tokens=4, salt=b"k"), capacity=2, max_pending=3)
     for i in range(5):
         recorder.on_arrival(f"r{i}", [i + 1] * 6, arrival_s=float(i))
-    assert recorder.read().in_flight == 3 and recorder.dropped == 2  # r3, r4 at arrival
-    for i in range(3):
+    assert recorder.read().in_flight == 3 and recorder.dropped == 2  # r0, r1: oldest forgotten
+    for i in range(5):
         recorder.on_finish(f"r{i}", 1)
     batch = recorder.read()
-    assert len(batch.records) == 2 and batch.dropped == 3  # r2 had no room in the queue
+    assert [r.input_length for r in batch.records] == [6, 6] and batch.dropped == 3  # r4: queue full
+    assert [r.arrival_s for r in batch.records] == [2.0, 3.0]
+
+
+def test_a_requeued_request_keeps_its_first_arrival():
+    """A retracted Req queued again is not a second arrival: one record, the first time."""
+    recorder = TrafficRecorder(BlockHasher(block_tokens=4, salt=b"k"))
+    recorder.on_arrival("a", [1, 2, 3], arrival_s=1.0)
+    recorder.on_arrival("a", [1, 2, 3], arrival_s=9.0)
+    recorder.on_finish("a", 2)
+    assert [(r.arrival_s, r.arrival_seq) for r in recorder.read().records] == [(1.0, 1)]
 
 
 def test_rows_are_dense_first_seen_and_relative_milliseconds():
