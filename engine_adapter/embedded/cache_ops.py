@@ -186,12 +186,14 @@ class DirectCache:
 
     # ---- retraction --------------------------------------------------------------------
 
-    def retract(self, reqs: list) -> tuple[list, list]:
+    def retract(self, reqs: list) -> tuple[list, list, list]:
         """`ScheduleBatch.retract_decode` over `reqs` (the decode batch, in batch order):
         SGLang's retraction order, `release_req` per victim while the rest does not fit,
         and the last request aborted when even it alone does not fit.
 
-        Returns (retracted, aborted), both already released (rows freed, unpublished)."""
+        Returns (retracted, aborted, kept): the first two already released (rows freed,
+        unpublished); `kept` in the batch's new order, since SGLang's
+        `filter_batch(keep_indices=...)` keeps the survivors in retraction order."""
         from sglang.srt.managers.schedule_batch import ScheduleBatch, release_req
 
         sg = self.sg
@@ -213,4 +215,6 @@ class DirectCache:
                         token_to_kv_pool_allocator=sg.allocator, tree_cache=sg.tree_cache,
                         hisparse_coordinator=None, offload_kv=False)
             aborted.append(req)
-        return retracted, aborted
+        if len(order) == len(reqs):  # filter_batch leaves an unfiltered batch as it is
+            return retracted, aborted, list(reqs)
+        return retracted, aborted, [reqs[i] for i in order]

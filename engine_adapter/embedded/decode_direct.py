@@ -50,7 +50,7 @@ class DirectDecode:
             return 0, 0
         reqs = [t.req for t in st.running.values()]
         if not self.retention.make_room(lambda: self.cache.decode_fits(reqs)):
-            retracted, aborted = self.cache.retract(reqs)
+            retracted, aborted, kept = self.cache.retract(reqs)
             for req in retracted:
                 tr = st.running.pop(req.rid)
                 tr.state = "waiting"
@@ -64,9 +64,10 @@ class DirectDecode:
                 if tr is not None:
                     st.counters.allocation_failures += 1
                     self.retention.finish(tr, released=True)
+            st.running = {r.rid: st.running[r.rid] for r in kept}  # the batch's new order
             if not st.running:
                 return 0, 0
-            reqs = [t.req for t in st.running.values()]
+            reqs = kept
         self.cache.decode(reqs)
         return len(reqs), sum(r.kv.kv_committed_len for r in reqs)
 
