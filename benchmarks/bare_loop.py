@@ -24,6 +24,8 @@ import argparse
 import json
 import sys
 import time
+from array import array
+from pathlib import Path
 
 BLOCK = 512
 
@@ -40,7 +42,9 @@ def build(pool_tokens: int, page: int):
     from sglang.srt.server_args import ServerArgs
 
     torch.set_num_threads(1)
-    rtc.publish(ServerArgs(model_path="unused", device="cpu", skip_tokenizer_init=True,
+    # A local model directory (a config.json only): ServerArgs resolves its path.
+    model_dir = Path(__file__).resolve().parents[1] / "engine_adapter" / "embedded" / "data"
+    rtc.publish(ServerArgs(model_path=str(model_dir), device="cpu", skip_tokenizer_init=True,
                            page_size=page), role="scheduler")
     kv = NoOpMHATokenToKVPool(size=pool_tokens, page_size=page, dtype=torch.float32, head_num=1,
                               head_dim=1, layer_num=1, device="cpu", enable_memory_saver=False)
@@ -75,7 +79,7 @@ def run(path: str, pool_tokens: int, page: int, limit: int | None) -> dict:
             prompt = (ids[:, None] * BLOCK + offsets).reshape(-1)[:n_in]
             tokens = np.concatenate([prompt, np.arange(output_id, output_id + n_out, dtype=np.int64)])
             output_id += n_out
-            key_ids = tokens.tolist()
+            key_ids = array("q", tokens.tobytes())
             match = tree.match_prefix(MatchPrefixParams(key=RadixKey(key_ids, limit=n_in - 1)))
             hit = match.device_prefix_len
             lock = tree.lock(match.last_device_node)

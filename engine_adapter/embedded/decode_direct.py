@@ -41,6 +41,7 @@ class DirectDecode:
         self.st = st
         self.retention = retention
         self.cache = cache
+        self.jump_available: list[int] = []
 
     def prepare(self) -> tuple[int, int]:
         """Retract if needed and allocate this step's decode slots.
@@ -105,6 +106,7 @@ class DirectDecode:
         free = st.sg.allocator.available_size()
         context = sum(r.kv.kv_committed_len for r in reqs)
         clocks: list[float] = []
+        self.jump_available = []  # free tokens at the start of each step of the span
         clock = st.clock_s
         for j in range(limit):
             if j and next_event_s is not None and clock >= next_event_s:
@@ -114,6 +116,7 @@ class DirectDecode:
             context += bs
             clock += st.cost.step_seconds(0, bs, context)
             clocks.append(clock)
+            self.jump_available.append(free - page * int(taken[j]))
         return clocks
 
     def advance(self, clocks: list[float]) -> int:

@@ -81,6 +81,10 @@ class EmbeddedEngine:
         else:
             self.decode = DirectDecode(self.st, self.retention, cache)
             self._jumps = config.decode_jumps
+        # A refused head is matched again every step; a jump matches it once. Equivalent
+        # only where eviction order depends on the order of last accesses (or creation),
+        # not on how many there were (LFU, SLRU and T-LRU count them or read the time).
+        self._touch_idempotent = config.eviction_policy in ("lru", "mru", "fifo", "filo", "priority")
         self.faults = FaultInjector(self.st)
         self.model = None
         if config.tiny_model:
@@ -145,10 +149,15 @@ class EmbeddedEngine:
                                   free_tokens=st.sg.allocator.available_size(),
                                   evictable_tokens=st.sg.tree_cache.evictable_size())
             self._arrivals()
-        if self._jumps and st.running and not (st.waiting or st.partial or st.reloading):
-            clocks = self.decode.jump_steps(self._next_event_s(horizon_s))
-            if len(clocks) > 1:
-                return self._decode_jump(clocks, start)
+        if self._jumps and st.running and not (st.partial or st.reloading):
+            blocked = self.prefill.still_blocked() if st.waiting else None
+            if not st.waiting or (blocked is not None and self._touch_idempotent):
+                clocks = self.decode.jump_steps(self._next_event_s(horizon_s))
+                if len(clocks) > 1:
+                    if blocked is not None:  # the refusals the single steps would repeat
+                        st.counters.admission_deferrals += sum(
+                            self.prefill.deferred_at(free) for free in self.decode.jump_available)
+                    return self._decode_jump(clocks, start)
         decoding = len(st.running)
         plan = self.prefill.schedule(
             budget=self.config.token_budget - decoding,

@@ -51,6 +51,17 @@ class PrefillPlan:
     extend_lens: list[int] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Blocked:
+    """The waiting head was refused with nothing admitted this step (see still_blocked)."""
+
+    rid: str
+    marks: tuple
+    need: int | None  # tokens its admission needed (None: refused before _fits, no deferral)
+    evictable: int  # the tree's evictable tokens it was checked with (its own path locked)
+    reserve: int  # the decode reserve it was checked with
+
+
 class Prefill:
     """Admission, allocation and completion of prefill work. `cache`: the direct cache
     path, or None for SGLang's ScheduleBatch path (forward passes, the test oracle)."""
@@ -59,6 +70,8 @@ class Prefill:
         self.st = st
         self.retention = retention
         self.cache = cache
+        self.blocked: Blocked | None = None
+        self._last_fit: tuple | None = None  # (rid, need, evictable) of the head's last _fits
 
     # ---- admission ---------------------------------------------------------------------
 
@@ -85,6 +98,8 @@ class Prefill:
             plan.computed_tokens += take
             chosen.append(tr)
             origins.append("partial")
+        self.blocked = None
+        self._last_fit = None
         while st.waiting and budget >= page and len(st.live_tracked()) + len(chosen) < st.config.max_running_requests:
             tr = st.waiting[0]
             outcome = self._admit(tr, budget, decode_reserve, chosen)
@@ -95,6 +110,13 @@ class Prefill:
             plan.computed_tokens += outcome
             chosen.append(tr)
             origins.append("waiting")
+        if st.waiting and not chosen:
+            attempted = self._last_fit is not None and self._last_fit[0] == st.waiting[0].spec.rid
+            self.blocked = Blocked(rid=st.waiting[0].spec.rid, marks=self._marks(),
+                                   need=self._last_fit[1] if attempted else None,
+                                   evictable=self._last_fit[2] if attempted else 0,
+                                   reserve=decode_reserve)
+        self._last_fit = None
         if chosen:
             plan.allocated = self._allocate(plan, chosen, origins)
             if not plan.allocated:
@@ -107,6 +129,41 @@ class Prefill:
                     if origin == "waiting":
                         self.retention.on_admit(tr)
         return plan
+
+    def _marks(self) -> tuple:
+        """What can change a refused head's next attempt: a finish or abort, a retraction,
+        a revoked lease (all free memory or change the tree), a generation bump (changes
+        its key), an eviction (may shorten its match: it would need more, but by how much
+        only a new match says)."""
+        c = self.st.counters
+        return (c.requests_finished, c.retractions, len(self.st.leases), self.st.generation,
+                c.evictions)
+
+    def still_blocked(self) -> Blocked | None:
+        """The last step's refusal of the waiting head, if it must stand this step too.
+
+        Admission of the head was refused (capacity, the ceiling, max running or the
+        token budget) with nothing else admitted; with only decoding since (no eviction),
+        the tree and the running set are unchanged and free memory only shrank, so the
+        same match and a refusal follow (`deferred_at` says which kind).
+        None when anything in `_marks` moved or the head changed."""
+        st, blocked = self.st, self.blocked
+        if blocked is None or not st.waiting or st.waiting[0].spec.rid != blocked.rid:
+            return None
+        return blocked if blocked.marks == self._marks() else None
+
+    def deferred_at(self, available: int) -> bool:
+        """Whether the blocked head's refusal, repeated with `available` free tokens and
+        nothing else changed, is the admission ceiling's (counted as a deferral) rather
+        than capacity's: `_fits` for a new request with nothing else chosen."""
+        st, blocked = self.st, self.blocked
+        if blocked is None or blocked.need is None or st.config.tau_high is None:
+            return False
+        evictable = blocked.evictable
+        if blocked.need + blocked.reserve > available + evictable:
+            return False
+        pool = st.sg.allocator.size
+        return (pool - available - evictable + blocked.need) / pool > st.config.tau_high
 
     def _chunk(self, prefix_len: int, remaining: int, budget: int) -> int:
         """Tokens to compute now: all if they fit, else a page-aligned chunk end."""
@@ -124,6 +181,8 @@ class Prefill:
         st = self.st
         page = st.config.page_size
         need = -(-(prefix_len + tokens) // page) * page - (prefix_len // page) * page
+        if new and not chosen and st.waiting:  # the head's own path is locked now
+            self._last_fit = (st.waiting[0].spec.rid, need, st.sg.tree_cache.evictable_size())
         pending = sum(-(-(t.req.extend_end) // page) * page - (t.req.prefix_len // page) * page for t in chosen)
         free = st.sg.allocator.available_size() + st.sg.tree_cache.evictable_size()
         if need + pending + decode_reserve > free:

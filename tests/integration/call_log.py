@@ -102,3 +102,34 @@ def _count_tensors(value):
     if isinstance(value, tuple):
         return tuple(_count_tensors(v) for v in value)
     return value
+
+
+def collapse_refusals(calls: list[tuple]) -> list[tuple]:
+    """Drop the repeats of a refused admission: a (match_prefix, inc_lock_ref, dec_lock_ref)
+    triple for the same key as the previous such triple, with nothing but evictions since.
+
+    That is a waiting head refused again in the next step, with only decoding in between.
+    A decode jump over a blocked head matches it once instead of once per step; the
+    engine allows it only under policies where that leaves eviction order unchanged: the
+    repeats touch a path no other call touched since the first match (an eviction in
+    between can only have shortened it), so the order of last accesses stays the same.
+    """
+    out: list[tuple] = []
+    last_key = None
+    i = 0
+    while i < len(calls):
+        names = [c[1] for c in calls[i : i + 3]]
+        if names == ["match_prefix", "inc_lock_ref", "dec_lock_ref"]:
+            key = calls[i][2]
+            if key == last_key:
+                i += 3
+                continue
+            last_key = key
+            out.extend(calls[i : i + 3])
+            i += 3
+            continue
+        if calls[i][1] not in ("evict_for_alloc", "evict"):
+            last_key = None
+        out.append(calls[i])
+        i += 1
+    return out
