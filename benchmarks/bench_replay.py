@@ -95,7 +95,7 @@ def bare_rss_argv(pool_tokens: int, limit: int | None) -> list[str]:
             "import bare_loop;r=bare_loop.run(sys.argv[0],int(sys.argv[1]),16,"
             "None if sys.argv[2]=='-' else int(sys.argv[2]));"
             "r['rss_mb']=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024;print(json.dumps(r))")
-    return ["-c", code, "x", str(TRACE), str(pool_tokens), str(limit) if limit else "-"]
+    return ["-c", code, str(TRACE), str(pool_tokens), str(limit) if limit else "-"]
 
 
 def verdict(value: float, target: float) -> str:
