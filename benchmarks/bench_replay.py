@@ -1,92 +1,150 @@
-"""Replay the whole shipped Mooncake trace through `kvctl replay`'s runner, per tree core.
+"""kvctl's replay loop against the bare loop over the same SGLang cache, in one run.
 
-For each SGLang radix tree core (Rust, Python) it runs the same replay (default deployment
-Llama-3-8B on one H100-SXM, the pool `kvctl size` gives it unless --pool-tokens is set) and
-prints wall time (engine build excluded), requests/s, prompt tokens/s, the hit rate, and
-the ratio of the wall time to the 60 s target; then the Python/Rust speed ratio. The hit
-rate is printed next to the direct computation over the trace's hash ids (an infinite
-cache, trace order, no in-flight effect) for reference.
+For each pool (unbounded `--pool-tokens 0`, and the default pool `kvctl size` gives
+Llama-3-8B on one H100-SXM, unless --pools says otherwise) it runs, each in a fresh
+process so that wall time and peak RSS are the process's own:
 
-    .venv/bin/python benchmarks/bench_replay.py [--limit N] [--pool-tokens N] [--cores rust,python]
-                                                [--decode-quantum Q]
+    kvctl    `kvctl replay`'s runner (prepare + run) on the shipped Mooncake trace
+    bare     benchmarks/bare_loop.py: SGLang's UnifiedRadixCache (Rust core) and
+             PagedTokenToKVPoolAllocator, match / alloc / insert / unlock, no kvctl code
+    kvctl, instrumentation off  (EngineConfig.instrument=False), on the first pool only
 
-Speed is reported, never enforced (tests never assert wall-clock times).
+and prints, measured in this run: loop time ratio kvctl / bare (target <= 2.0), whole-process
+wall of kvctl (target <= 30 s on the full trace), peak RSS ratio kvctl / bare (<= 1.5),
+start-up to the first engine step (<= 3 s), and instrumentation on / off (<= 1.05); then
+`kvctl replay --limit 1` end to end. Speed is reported, never enforced.
+
+    .venv/bin/python benchmarks/bench_replay.py [--limit N] [--pools 0,default]
+                                                [--exact-batches] [--decode-quantum Q]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-TRACES = Path(__file__).resolve().parents[1] / "examples" / "traces" / "mooncake"
-TRACE = TRACES / "conversation_trace.jsonl"
-TARGET_S = 60.0
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = ROOT / "examples" / "traces" / "mooncake" / "conversation_trace.jsonl"
+TARGETS = {"loop_ratio": 2.0, "wall_s": 30.0, "rss_ratio": 1.5, "startup_s": 3.0, "instrument": 1.05}
 
 
-def direct_hit_rate(limit: int | None) -> float:
-    """Longest run of previously seen leading hash ids x 512, capped at the input length."""
-    seen: set[int] = set()
-    hits = prompt = 0
-    with open(TRACE) as handle:
-        for number, text in enumerate(handle):
-            if limit is not None and number >= limit:
-                break
-            line = json.loads(text)
-            ids = line["hash_ids"]
-            run = 0
-            while run < len(ids) and ids[run] in seen:
-                run += 1
-            hits += min(run * 512, line["input_length"])
-            prompt += line["input_length"]
-            seen.update(ids)
-    return hits / prompt
+def child_kvctl(args: argparse.Namespace) -> dict:
+    """Runs in a fresh process: one replay; reports its own loop, start-up and peak RSS."""
+    started = time.monotonic()
+    import dataclasses
+    import resource
 
-
-def replay(core: str, limit: int | None, pool_tokens: int | None, quantum: int | None) -> dict:
+    sys.path.insert(0, str(ROOT))
+    from engine_adapter.embedded.engine import EmbeddedEngine
     from kvctl.replay.runner import ReplaySettings, prepare, run
 
-    settings = ReplaySettings(workload=str(TRACE), tree_core=core, limit=limit,
-                              pool_tokens=pool_tokens, decode_quantum=quantum)
+    first_step: list[float] = []
+    original = EmbeddedEngine.step
+
+    def step(self, **kwargs):
+        if not first_step:
+            first_step.append(time.monotonic() - started)
+        return original(self, **kwargs)
+
+    EmbeddedEngine.step = step
+    pool = None if args.pool == "default" else int(args.pool)
+    prepared = prepare(ReplaySettings(workload=str(TRACE), limit=args.limit, pool_tokens=pool,
+                                      exact_batches=args.exact_batches,
+                                      decode_quantum=args.decode_quantum))
+    if args.instrument_off:
+        prepared = dataclasses.replace(prepared, config=dataclasses.replace(prepared.config, instrument=False))
+    doc = run(prepared).report.to_dict()
+    return {"loop_s": doc["wall_clock"]["replay_seconds"], "startup_s": first_step[0],
+            "pool_tokens": doc["settings"]["pool_tokens"], "steps": doc["steps"],
+            "hit_rate": doc["hit_rate"], "evictions": doc["evictions"],
+            "integrity_ok": doc["integrity_ok"],
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def spawn(argv: list[str]) -> dict:
+    """Run a child process; returns its JSON line plus its whole-process wall time."""
     started = time.monotonic()
-    result = run(prepare(settings))
-    document = result.report.to_dict()
-    document["wall_clock"]["total_seconds"] = time.monotonic() - started
-    return document
+    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=ROOT)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"child {argv} failed ({done.returncode}): {done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result
+
+
+def kvctl_argv(args, pool: str, *, instrument_off: bool = False) -> list[str]:
+    argv = [__file__, "--child", "--pool", pool]
+    if args.limit:
+        argv += ["--limit", str(args.limit)]
+    if args.exact_batches:
+        argv.append("--exact-batches")
+    if args.decode_quantum:
+        argv += ["--decode-quantum", str(args.decode_quantum)]
+    if instrument_off:
+        argv.append("--instrument-off")
+    return argv
+
+
+def bare_rss_argv(pool_tokens: int, limit: int | None) -> list[str]:
+    code = ("import json,resource,sys;sys.argv=sys.argv[1:];sys.path.insert(0,'benchmarks');"
+            "import bare_loop;r=bare_loop.run(sys.argv[0],int(sys.argv[1]),16,"
+            "None if sys.argv[2]=='-' else int(sys.argv[2]));"
+            "r['rss_mb']=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024;print(json.dumps(r))")
+    return ["-c", code, str(TRACE), str(pool_tokens), str(limit) if limit else "-"]
+
+
+def verdict(value: float, target: float) -> str:
+    return "ok" if value <= target else "MISSED"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
-    parser.add_argument("--pool-tokens", type=int, default=None, help="0 = unbounded")
-    parser.add_argument("--cores", default="rust,python")
-    parser.add_argument("--decode-quantum", type=int, default=None,
-                        help="decode tokens per request per step (default 1: SGLang's path)")
+    parser.add_argument("--pools", default="0,default", help="comma list: 0 (unbounded), default, or tokens")
+    parser.add_argument("--exact-batches", action="store_true", help="kvctl on SGLang's ScheduleBatch path")
+    parser.add_argument("--decode-quantum", type=int, default=None)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--pool", default="0", help=argparse.SUPPRESS)
+    parser.add_argument("--instrument-off", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child_kvctl(args)))
+        return 0
 
-    print(f"trace {TRACE.name}" + (f", first {args.limit} requests" if args.limit else ""))
-    print(f"direct hit rate (infinite cache, trace order): {direct_hit_rate(args.limit):.4f}")
-    walls = {}
-    for core in [c.strip() for c in args.cores.split(",") if c.strip()]:
-        doc = replay(core, args.limit, args.pool_tokens, args.decode_quantum)
-        wall = doc["wall_clock"]
-        walls[core] = wall["replay_seconds"]
-        print(f"[{core:6}] pool {doc['settings']['pool_tokens']:,} tokens  "
-              f"decode quantum {doc['settings']['decode_quantum']}  "
-              f"requests {doc['requests']:,}  steps {doc['steps']:,}  "
-              f"hit rate {doc['hit_rate']:.4f}  evictions {doc['evictions']:,}  "
-              f"integrity {'ok' if doc['integrity_ok'] else 'FAILED'}")
-        print(f"[{core:6}] replay wall {wall['replay_seconds']:.1f} s (engine build "
-              f"{wall['engine_build_seconds']:.1f} s, total {wall['total_seconds']:.1f} s)  "
-              f"{wall['requests_per_second']:.1f} requests/s  "
-              f"{wall['prompt_tokens_per_second']:,.0f} prompt tokens/s  "
-              f"target ratio {wall['replay_seconds'] / TARGET_S:.2f}x of {TARGET_S:.0f} s")
-    if "rust" in walls and "python" in walls and walls["rust"]:
-        print(f"python / rust wall-time ratio: {walls['python'] / walls['rust']:.2f}")
+    print(f"trace {TRACE.name}" + (f", first {args.limit} requests" if args.limit else ", all requests")
+          + (", exact batches" if args.exact_batches else ""))
+    for index, pool in enumerate(p.strip() for p in args.pools.split(",")):
+        kv = spawn(kvctl_argv(args, pool))
+        bare = spawn(bare_rss_argv(kv["pool_tokens"], args.limit))
+        ratio = kv["loop_s"] / bare["loop_s"]
+        rss = kv["rss_mb"] / bare["rss_mb"]
+        bare_hit = bare["hit_tokens"] / bare["prompt_tokens"]
+        print(f"\npool {pool} = {kv['pool_tokens']:,} tokens: steps {kv['steps']:,}, hit rate "
+              f"kvctl {kv['hit_rate']:.4f} / bare {bare_hit:.4f}, evictions {kv['evictions']:,}, "
+              f"integrity {'ok' if kv['integrity_ok'] else 'FAILED'}")
+        print(f"  loop        kvctl {kv['loop_s']:7.1f} s   bare {bare['loop_s']:7.1f} s   "
+              f"ratio {ratio:5.2f}  (target <= {TARGETS['loop_ratio']})  {verdict(ratio, TARGETS['loop_ratio'])}")
+        print(f"  process     kvctl {kv['wall_s']:7.1f} s   bare {bare['wall_s']:7.1f} s   "
+              f"(target <= {TARGETS['wall_s']:.0f} s for the full trace)  {verdict(kv['wall_s'], TARGETS['wall_s'])}")
+        print(f"  peak RSS    kvctl {kv['rss_mb']:7.0f} MB  bare {bare['rss_mb']:7.0f} MB  "
+              f"ratio {rss:5.2f}  (target <= {TARGETS['rss_ratio']})  {verdict(rss, TARGETS['rss_ratio'])}")
+        print(f"  start-up to first step {kv['startup_s']:.2f} s  (target <= {TARGETS['startup_s']})  "
+              f"{verdict(kv['startup_s'], TARGETS['startup_s'])}")
+        if index == 0:
+            off = spawn(kvctl_argv(args, pool, instrument_off=True))
+            inst = kv["loop_s"] / off["loop_s"]
+            print(f"  instrumentation on / off {kv['loop_s']:.1f} / {off['loop_s']:.1f} s = {inst:.3f}  "
+                  f"(target <= {TARGETS['instrument']})  {verdict(inst, TARGETS['instrument'])}")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "kvctl", "replay", str(TRACE), "--limit", "1", "--json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    print(f"\n`kvctl replay --limit 1 --json` end to end: {time.monotonic() - started:.2f} s "
+          f"(exit {done.returncode})")
     return 0
 
 

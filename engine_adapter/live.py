@@ -151,9 +151,10 @@ class LiveRun:
             self._driver = self._new_driver()
             self._driver.prime(engine)
             driver = self._driver
-        report = engine.step()
+        next_event = getattr(driver, "next_event_s", None)
+        report = engine.step(horizon_s=next_event() if next_event is not None else None)
         driver.after_step(engine, report)
-        self.steps += 1
+        self.steps += report.steps
 
     def _work(self) -> None:
         next_snapshot = time.monotonic()

@@ -60,8 +60,9 @@ def drive(
     while max_steps is None or steps < max_steps:
         if not engine.has_work() and driver.exhausted():
             break
-        report = engine.step()
-        steps += 1
+        next_event = getattr(driver, "next_event_s", None)
+        report = engine.step(horizon_s=next_event() if next_event is not None else None)
+        steps += report.steps
         driver.after_step(engine, report)
         if check_every_step:
             from kvctl.errors import IntegrityError

@@ -77,6 +77,19 @@ class EngineConfig:
     namespace_salt: str | None = None
     receipts: bool = False  # collect Receipt records (OpenTelemetry spans); off for big replays
     tiny_model: str | None = None  # path of a tiny config.json: run a real transformer
+    # Allocate through SGLang's ScheduleBatch (prepare_for_extend / prepare_for_decode)
+    # instead of the direct cache path (embedded/cache_ops.py): the same tree and allocator
+    # calls, slower; the fidelity tests' oracle. Always on when the tiny model runs.
+    exact_batches: bool = False
+    # Event-driven decode on the direct path: several decode steps in one allocation when
+    # nothing can change in between (embedded/decode_direct.py). Off: one call per step.
+    # Only for drivers that pass their next event to step(horizon_s=...) (workload.drive).
+    decode_jumps: bool = False
+
+    @property
+    def uses_batches(self) -> bool:
+        """Whether the engine allocates through ScheduleBatch (see exact_batches)."""
+        return self.exact_batches or self.tiny_model is not None
 
     def policy_config(self) -> dict | None:
         """The strategy kwargs SGLang gets: explicit ones, else T-LRU's default

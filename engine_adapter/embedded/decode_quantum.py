@@ -24,10 +24,11 @@ from engine_adapter.embedded.state import EngineState
 
 
 class QuantumDecode:
-    def __init__(self, st: EngineState, retention, quantum: int) -> None:
+    def __init__(self, st: EngineState, retention, quantum: int, cache=None) -> None:
         self.st = st
         self.retention = retention
         self.quantum = quantum
+        self.cache = cache  # DirectCache, or None: allocate through a ScheduleBatch
         self._batch = None
         self._members: list = []
 
@@ -88,12 +89,16 @@ class QuantumDecode:
             req.refresh_fill_ids()
             req.prefix_len = req.kv.kv_committed_len
             req.extend_end = req.prefix_len + sizes[req.rid]
-        batch = ScheduleBatch.init_new(
-            [t.req for t in members], st.sg.req_to_token_pool, allocator, tree,
-            st.sg.model_config, False, SpeculativeAlgorithm.NONE,
-        )
-        with stdout_to_stderr():
-            batch.prepare_for_extend()
+        if self.cache is not None:  # the same alloc_for_extend calls, no batch tensors
+            self.cache.extend([t.req for t in members])
+            batch = True
+        else:
+            batch = ScheduleBatch.init_new(
+                [t.req for t in members], st.sg.req_to_token_pool, allocator, tree,
+                st.sg.model_config, False, SpeculativeAlgorithm.NONE,
+            )
+            with stdout_to_stderr():
+                batch.prepare_for_extend()
         self._batch, self._members = batch, members
         return len(members), sum(t.req.kv.kv_committed_len for t in members)
 

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 
 from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded.cost_model import RooflineCostModel
+from engine_adapter.embedded.cache_ops import DirectCache
 from engine_adapter.embedded.decode import Decode
+from engine_adapter.embedded.decode_direct import DirectDecode
 from engine_adapter.embedded.faults import FaultInjector
 from engine_adapter.embedded.oracle import ContentOracle, NullOracle
 from engine_adapter.embedded.prefill import Prefill, namespace_label, to_token_array
@@ -51,6 +53,7 @@ class StepReport:
     free_tokens: int = 0  # allocator free slots after the step
     evictable_tokens: int = 0  # tree evictable tokens after the step
     idle: bool = False
+    steps: int = 1  # scheduling steps this report stands for (> 1: a decode jump)
 
 
 class EmbeddedEngine:
@@ -66,13 +69,22 @@ class EmbeddedEngine:
         )
         self.st.namespace_salt = config.namespace_salt or secrets.token_hex(8)
         self.retention = Retention(self.st)
-        self.prefill = Prefill(self.st, self.retention)
+        cache = None if config.uses_batches else DirectCache(sg)
+        self.prefill = Prefill(self.st, self.retention, cache)
+        self._jumps = False
         if config.decode_quantum > 1:
             from engine_adapter.embedded.decode_quantum import QuantumDecode
 
-            self.decode = QuantumDecode(self.st, self.retention, config.decode_quantum)
-        else:
+            self.decode = QuantumDecode(self.st, self.retention, config.decode_quantum, cache)
+        elif cache is None:
             self.decode = Decode(self.st, self.retention)
+        else:
+            self.decode = DirectDecode(self.st, self.retention, cache)
+            self._jumps = config.decode_jumps
+        # A refused head is matched again every step; a jump matches it once. Equivalent
+        # only where eviction order depends on the order of last accesses (or creation),
+        # not on how many there were (LFU, SLRU and T-LRU count them or read the time).
+        self._touch_idempotent = config.eviction_policy in ("lru", "mru", "fifo", "filo", "priority")
         self.faults = FaultInjector(self.st)
         self.model = None
         if config.tiny_model:
@@ -119,8 +131,12 @@ class EmbeddedEngine:
         st = self.st
         return bool(st.future or st.waiting or st.partial or st.reloading or st.running)
 
-    def step(self) -> StepReport:
-        """Run one scheduling step: arrivals, reload completions, prefill, decode, clock."""
+    def step(self, *, horizon_s: float | None = None) -> StepReport:
+        """Run one scheduling step: arrivals, reload completions, prefill, decode, clock.
+
+        On the direct path with nothing but decoding to do, one call may run several
+        decode steps (`StepReport.steps`), never past the next arrival or `horizon_s` (the
+        driver's next event, e.g. a scenario's generation bump)."""
         st = self.st
         st.finished = []
         start = st.clock_s
@@ -133,6 +149,15 @@ class EmbeddedEngine:
                                   free_tokens=st.sg.allocator.available_size(),
                                   evictable_tokens=st.sg.tree_cache.evictable_size())
             self._arrivals()
+        if self._jumps and st.running and not (st.partial or st.reloading):
+            blocked = self.prefill.still_blocked() if st.waiting else None
+            if not st.waiting or (blocked is not None and self._touch_idempotent):
+                clocks = self.decode.jump_steps(self._next_event_s(horizon_s))
+                if len(clocks) > 1:
+                    if blocked is not None:  # the refusals the single steps would repeat
+                        st.counters.admission_deferrals += sum(
+                            self.prefill.deferred_at(free) for free in self.decode.jump_available)
+                    return self._decode_jump(clocks, start)
         decoding = len(st.running)
         plan = self.prefill.schedule(
             budget=self.config.token_budget - decoding,
@@ -153,7 +178,7 @@ class EmbeddedEngine:
         self.prefill.complete(plan, first_tokens)
         st.counters.steps += 1
         rolled_back = st.last_rollback is not None and st.last_rollback_step == st.counters.steps - 1
-        if plan.batch is None and decode_requests == 0 and st.clock_s == start and not st.finished:
+        if not plan.allocated and decode_requests == 0 and st.clock_s == start and not st.finished:
             if rolled_back and self._rollbacks_in_a_row < 3:
                 self._rollbacks_in_a_row += 1  # a failed allocation: retry next step
             else:
@@ -166,13 +191,32 @@ class EmbeddedEngine:
                           free_tokens=st.sg.allocator.available_size(),
                           evictable_tokens=st.sg.tree_cache.evictable_size())
 
+    def _next_event_s(self, horizon_s: float | None) -> float | None:
+        """The earliest time at which something other than decoding becomes due."""
+        events = [t for t in (horizon_s, self.st.future[0][0] if self.st.future else None)
+                  if t is not None]
+        return min(events) if events else None
+
+    def _decode_jump(self, clocks: list[float], start: float) -> StepReport:
+        """len(clocks) decode-only steps in one allocation (DirectDecode.advance)."""
+        st = self.st
+        decode_requests = self.decode.advance(clocks)
+        st.counters.steps += len(clocks)
+        self._rollbacks_in_a_row = 0
+        return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start, prefill_tokens=0,
+                          decode_requests=decode_requests, finished=tuple(st.finished),
+                          free_tokens=st.sg.allocator.available_size(),
+                          evictable_tokens=st.sg.tree_cache.evictable_size(),
+                          steps=len(clocks))
+
     def run_until_idle(self, max_steps: int | None = None) -> list[FinishedRecord]:
         """Step until no work is left (or `max_steps`); returns every finished record."""
         finished: list[FinishedRecord] = []
         steps = 0
         while self.has_work() and (max_steps is None or steps < max_steps):
-            finished.extend(self.step().finished)
-            steps += 1
+            report = self.step()
+            finished.extend(report.finished)
+            steps += report.steps
         return finished
 
     def _arrivals(self) -> None:

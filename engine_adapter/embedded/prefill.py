@@ -7,8 +7,10 @@ Per step, under a token budget (chunked prefill, seed 003):
    consulted, match with SGLang's `Req.init_next_round_input(tree_cache)` (S_cap = S-1,
    page aligned), lock the matched node, check capacity (free + evictable - decode reserve)
    and the admission ceiling, and size the chunk;
-3. allocate through SGLang's `ScheduleBatch.prepare_for_extend()` (paged allocation that
-   evicts when short). A failed allocation rolls the admission back.
+3. allocate: on the direct path (`DirectCache.extend`, the calls `alloc_for_extend`
+   makes), or, with `EngineConfig.exact_batches` or a tiny model, through SGLang's
+   `ScheduleBatch.prepare_for_extend()`; both are paged allocations that evict when short.
+   A failed allocation (SGLang's out-of-memory error, nothing else) rolls the admission back.
 
 After the modeled forward, a request whose prompt is not done is published with
 `checkpoint_kv_cache` (as SGLang does for chunked requests); a finished prefill gets its
@@ -38,17 +40,38 @@ def namespace_label(namespace: str, salt: str) -> str:
 
 @dataclass
 class PrefillPlan:
-    """The prefill part of one step."""
+    """The prefill part of one step. `out_cache_loc` / `extend_lens`: the slots allocated,
+    request after request, as SGLang's batch holds them (reloads read their span there)."""
 
-    batch: object | None = None  # sglang ScheduleBatch
+    allocated: bool = False
+    batch: object | None = None  # sglang ScheduleBatch, on the exact-batches path only
     members: list[Tracked] = field(default_factory=list)
     computed_tokens: int = 0
+    out_cache_loc: object | None = None
+    extend_lens: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """The waiting head was refused with nothing admitted this step (see still_blocked)."""
+
+    rid: str
+    marks: tuple
+    need: int | None  # tokens its admission needed (None: refused before _fits, no deferral)
+    evictable: int  # the tree's evictable tokens it was checked with (its own path locked)
+    reserve: int  # the decode reserve it was checked with
 
 
 class Prefill:
-    def __init__(self, st: EngineState, retention) -> None:
+    """Admission, allocation and completion of prefill work. `cache`: the direct cache
+    path, or None for SGLang's ScheduleBatch path (forward passes, the test oracle)."""
+
+    def __init__(self, st: EngineState, retention, cache=None) -> None:
         self.st = st
         self.retention = retention
+        self.cache = cache
+        self.blocked: Blocked | None = None
+        self._last_fit: tuple | None = None  # (rid, need, evictable) of the head's last _fits
 
     # ---- admission ---------------------------------------------------------------------
 
@@ -75,6 +98,8 @@ class Prefill:
             plan.computed_tokens += take
             chosen.append(tr)
             origins.append("partial")
+        self.blocked = None
+        self._last_fit = None
         while st.waiting and budget >= page and len(st.live_tracked()) + len(chosen) < st.config.max_running_requests:
             tr = st.waiting[0]
             outcome = self._admit(tr, budget, decode_reserve, chosen)
@@ -85,9 +110,16 @@ class Prefill:
             plan.computed_tokens += outcome
             chosen.append(tr)
             origins.append("waiting")
+        if st.waiting and not chosen:
+            attempted = self._last_fit is not None and self._last_fit[0] == st.waiting[0].spec.rid
+            self.blocked = Blocked(rid=st.waiting[0].spec.rid, marks=self._marks(),
+                                   need=self._last_fit[1] if attempted else None,
+                                   evictable=self._last_fit[2] if attempted else 0,
+                                   reserve=decode_reserve)
+        self._last_fit = None
         if chosen:
-            plan.batch = self._allocate(chosen, origins)
-            if plan.batch is None:
+            plan.allocated = self._allocate(plan, chosen, origins)
+            if not plan.allocated:
                 plan.computed_tokens = 0
                 st.last_rollback = (before, state_digest(st) if st.digest_admissions else None)
                 st.last_rollback_step = st.counters.steps
@@ -97,6 +129,41 @@ class Prefill:
                     if origin == "waiting":
                         self.retention.on_admit(tr)
         return plan
+
+    def _marks(self) -> tuple:
+        """What can change a refused head's next attempt: a finish or abort, a retraction,
+        a revoked lease (all free memory or change the tree), a generation bump (changes
+        its key), an eviction (may shorten its match: it would need more, but by how much
+        only a new match says)."""
+        c = self.st.counters
+        return (c.requests_finished, c.retractions, len(self.st.leases), self.st.generation,
+                c.evictions)
+
+    def still_blocked(self) -> Blocked | None:
+        """The last step's refusal of the waiting head, if it must stand this step too.
+
+        Admission of the head was refused (capacity, the ceiling, max running or the
+        token budget) with nothing else admitted; with only decoding since (no eviction),
+        the tree and the running set are unchanged and free memory only shrank, so the
+        same match and a refusal follow (`deferred_at` says which kind).
+        None when anything in `_marks` moved or the head changed."""
+        st, blocked = self.st, self.blocked
+        if blocked is None or not st.waiting or st.waiting[0].spec.rid != blocked.rid:
+            return None
+        return blocked if blocked.marks == self._marks() else None
+
+    def deferred_at(self, available: int) -> bool:
+        """Whether the blocked head's refusal, repeated with `available` free tokens and
+        nothing else changed, is the admission ceiling's (counted as a deferral) rather
+        than capacity's: `_fits` for a new request with nothing else chosen."""
+        st, blocked = self.st, self.blocked
+        if blocked is None or blocked.need is None or st.config.tau_high is None:
+            return False
+        evictable = blocked.evictable
+        if blocked.need + blocked.reserve > available + evictable:
+            return False
+        pool = st.sg.allocator.size
+        return (pool - available - evictable + blocked.need) / pool > st.config.tau_high
 
     def _chunk(self, prefix_len: int, remaining: int, budget: int) -> int:
         """Tokens to compute now: all if they fit, else a page-aligned chunk end."""
@@ -114,6 +181,8 @@ class Prefill:
         st = self.st
         page = st.config.page_size
         need = -(-(prefix_len + tokens) // page) * page - (prefix_len // page) * page
+        if new and not chosen and st.waiting:  # the head's own path is locked now
+            self._last_fit = (st.waiting[0].spec.rid, need, st.sg.tree_cache.evictable_size())
         pending = sum(-(-(t.req.extend_end) // page) * page - (t.req.prefix_len // page) * page for t in chosen)
         free = st.sg.allocator.available_size() + st.sg.tree_cache.evictable_size()
         if need + pending + decode_reserve > free:
@@ -187,26 +256,40 @@ class Prefill:
         namespace = spec.read_namespace
         return namespace == spec.tenant or namespace in self.st.config.authorized.get(spec.tenant, ())
 
-    def _allocate(self, chosen: list[Tracked], origins: list[str]):
+    def _allocate(self, plan: PrefillPlan, chosen: list[Tracked], origins: list[str]) -> bool:
         """SGLang's paged allocation for the chosen requests; rolls back on failure."""
+        from engine_adapter.embedded.cache_ops import is_out_of_memory
+
+        st = self.st
+        reqs = [t.req for t in chosen]
+        try:
+            if self.cache is not None:
+                plan.out_cache_loc, plan.extend_lens = self.cache.extend(reqs)
+            else:
+                plan.batch = self._prepare_batch(reqs)
+                plan.out_cache_loc, plan.extend_lens = plan.batch.out_cache_loc, plan.batch.extend_lens
+        except RuntimeError as err:
+            if not is_out_of_memory(err):
+                raise
+            plan.batch = None
+            st.counters.allocation_failures += 1
+            self._rollback(chosen, origins)
+            return False
+        return True
+
+    def _prepare_batch(self, reqs: list):
+        """The exact-batches path: a ScheduleBatch and its prepare_for_extend()."""
         import torch
         from sglang.srt.managers.schedule_batch import ScheduleBatch
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-        st = self.st
-        sg = st.sg
-        reqs = [t.req for t in chosen]
+        sg = self.st.sg
         batch = ScheduleBatch.init_new(
             reqs, sg.req_to_token_pool, sg.allocator, sg.tree_cache, sg.model_config,
             False, SpeculativeAlgorithm.NONE,
         )
-        try:
-            with stdout_to_stderr():
-                batch.prepare_for_extend()
-        except RuntimeError:
-            st.counters.allocation_failures += 1
-            self._rollback(chosen, origins)
-            return None
+        with stdout_to_stderr():
+            batch.prepare_for_extend()
         batch.output_ids = torch.zeros(len(reqs), dtype=torch.int64)
         return batch
 
@@ -239,18 +322,15 @@ class Prefill:
     def complete(self, plan: PrefillPlan, tokens: dict[str, int] | None = None) -> None:
         """Post-forward: publish chunks, emit first tokens (the model's, when one ran;
         else synthetic), start reloads."""
-        if plan.batch is None:
+        if not plan.allocated:
             return
-        import torch
-
         st = self.st
-        batch = plan.batch
         keep: list[int] = []
         last_tokens: list[int] = []
         for index, tr in enumerate(plan.members):
             req = tr.req
             if tr.state == "reloading":
-                self.retention.start_reload(tr, batch, index)
+                self.retention.start_reload(tr, plan, index)
                 last_tokens.append(0)
                 continue
             self.retention.record_funnel(tr)
@@ -278,8 +358,11 @@ class Prefill:
                 tr.state = "running"
                 st.running[req.rid] = tr
                 keep.append(index)
-        if st.config.decode_quantum > 1:
-            return  # quantum decode builds its own batch each step from st.running
+        if plan.batch is None or st.config.decode_quantum > 1:
+            return  # the direct path and quantum decode read the decode set from st.running
+        import torch
+
+        batch = plan.batch
         batch.output_ids = torch.tensor(last_tokens, dtype=torch.int64)
         batch.filter_batch(keep_indices=keep)
         if batch.reqs:

@@ -9,7 +9,8 @@ What it builds, exactly as a production SGLang scheduler does for a plain decode
     ReqToTokenPool ----------------------------+
     MHATokenToKVPool | NoOpMHATokenToKVPool    |  (NoOp: capacity only, no bytes)
     PagedTokenToKVPoolAllocator (page 0 = pad) +--> UnifiedRadixCache(tree core rust|python)
-    ModelConfig (from a local config.json)
+    ModelConfig (from a local config.json; only for ScheduleBatch and the tiny model; the
+    direct cache path reads the pool geometry from config.json and skips transformers)
 
 The runtime context is process-wide and last-publish-wins; build one engine at a time per
 process (tests build them sequentially).
@@ -35,7 +36,7 @@ class SGLangComponents(NamedTuple):
     """The real SGLang objects an embedded engine drives."""
 
     server_args: Any
-    model_config: Any
+    model_config: Any  # None on the direct path (built only for ScheduleBatch / the tiny model)
     req_to_token_pool: Any
     kv_pool: Any
     allocator: Any
@@ -69,6 +70,20 @@ def _quiet_sglang() -> None:
     logging.getLogger("sglang").setLevel(logging.ERROR)
 
 
+def _pool_geometry(model_dir: Path) -> tuple[int, int, int]:
+    """(KV heads, head dim, layers) from a config.json, as ModelConfig derives them for
+    a plain decoder at TP 1 (head_dim defaults to hidden_size / attention heads)."""
+    import json
+
+    try:
+        cfg = json.loads((model_dir / "config.json").read_text())
+        heads = int(cfg["num_attention_heads"])
+        head_dim = int(cfg.get("head_dim") or cfg["hidden_size"] // heads)
+        return int(cfg.get("num_key_value_heads", heads)), head_dim, int(cfg["num_hidden_layers"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RuntimeFailure(f"{model_dir}/config.json: cannot read the KV geometry ({err})") from None
+
+
 def build_components(config: EngineConfig) -> SGLangComponents:
     """Construct pools, allocator and tree for `config`. Raises RuntimeFailure if SGLang is
     missing or refuses the configuration."""
@@ -78,7 +93,6 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         import sglang
         import torch
         from sglang.srt import runtime_context as rtc
-        from sglang.srt.configs.model_config import ModelConfig
         from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator
         from sglang.srt.mem_cache.cache_init_params import CacheInitParams
         from sglang.srt.mem_cache.memory_pool import (
@@ -105,11 +119,16 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         radix_eviction_policy_config=config.policy_config(),
     )
     rtc.publish(server_args, role="scheduler")
-    model_config = ModelConfig.from_server_args(server_args)
+    model_config = None
+    if config.uses_batches:  # ScheduleBatch and the tiny model read SGLang's ModelConfig
+        from sglang.srt.configs.model_config import ModelConfig
 
-    head_num = model_config.get_num_kv_heads(1)
-    head_dim = model_config.head_dim
-    layer_num = model_config.num_hidden_layers
+        model_config = ModelConfig.from_server_args(server_args)
+        head_num = model_config.get_num_kv_heads(1)
+        head_dim = model_config.head_dim
+        layer_num = model_config.num_hidden_layers
+    else:  # the direct path needs only the pool geometry: no transformers, no HF patches
+        head_num, head_dim, layer_num = _pool_geometry(model_dir)
     pool_cls = MHATokenToKVPool if config.kv_pool == "mha" else NoOpMHATokenToKVPool
     req_to_token_pool = ReqToTokenPool(
         size=config.max_running_requests,

@@ -60,8 +60,8 @@ class EngineState:
     waiting: deque[Tracked] = field(default_factory=deque)
     partial: deque[Tracked] = field(default_factory=deque)  # hold rows, prompt not done
     reloading: list[Tracked] = field(default_factory=list)
-    running_batch: Any = None  # sglang ScheduleBatch of decoding requests
-    running: dict[str, Tracked] = field(default_factory=dict)  # rid -> tracked, decoding
+    running_batch: Any = None  # sglang ScheduleBatch of decoding requests (exact batches only)
+    running: dict[str, Tracked] = field(default_factory=dict)  # rid -> tracked, decoding, batch order
     leases: dict[str, RetentionLease] = field(default_factory=dict)  # session -> lease
     finished: list[FinishedRecord] = field(default_factory=list)
     receipts: list[Receipt] = field(default_factory=list)
@@ -85,6 +85,12 @@ class EngineState:
     def next_output_token(self) -> int:
         """Synthetic output ids: unique, disjoint from prompt ids (< 2^30), < 2^31."""
         return next(self._output_token)
+
+    def take_output_tokens(self, count: int) -> int:
+        """Draw `count` consecutive synthetic ids at once (a decode jump); returns the first."""
+        first = next(self._output_token)
+        self._output_token = itertools.count(first + count)
+        return first
 
     def live_tracked(self) -> list[Tracked]:
         """Requests that may hold KV rows: prefilling, decoding, reloading."""

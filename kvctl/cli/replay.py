@@ -50,6 +50,9 @@ def replay_command(
     decode_quantum: Annotated[Optional[int], Opt(help=(
         "Decode Q tokens per request per step (default 1, SGLang's per-token decode path); "
         "larger is faster for long traces, with coarser timing."))] = None,
+    exact_batches: Annotated[bool, Opt(help=(
+        "Allocate through SGLang's ScheduleBatch each step instead of the direct cache path "
+        "(the same tree and allocator calls, slower; a fidelity oracle)."))] = False,
     limit: Annotated[Optional[int], Opt(help=(
         "Replay only the first N requests of a trace, or the first N sessions of a scenario "
         "(each session issues several requests)."))] = None,
@@ -77,6 +80,7 @@ def replay_command(
         pool_tokens=pool_tokens, pool_gb=pool_gb, page_size=page_size, eviction_policy=eviction,
         tree_core=tree_core, retention=retention, tau_high=tau_high, token_budget=token_budget,
         max_running_requests=max_running, decode_quantum=decode_quantum, limit=limit, seed=seed,
+        exact_batches=exact_batches,
     )
     if executor not in ("local", "ray"):
         raise InputError(f"--executor {executor!r}: expected local or ray")

@@ -60,6 +60,7 @@ class ReplaySettings:
     token_budget: int | None = None
     max_running_requests: int | None = None
     decode_quantum: int | None = None  # tokens per request per decode step (1: SGLang's path)
+    exact_batches: bool = False  # SGLang's ScheduleBatch path instead of the direct one
     limit: int | None = None
     seed: int | None = None  # None: a scenario's own seed; 0 for the engine
     label: str = ""
@@ -198,7 +199,8 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         pool_tokens=pool_tokens,
         pool_gb=settings.pool_gb if pool_tokens is None else None,
         unbounded_tokens=_demand(driver, page) if pool_tokens == 0 else None,
-        tree_core=settings.tree_core, seed=settings.seed or 0, **fields,
+        tree_core=settings.tree_core, seed=settings.seed or 0,
+        exact_batches=settings.exact_batches, decode_jumps=not settings.exact_batches, **fields,
     )
     if summary is not None and longest > config.pool_tokens:
         raise InputError(
@@ -215,7 +217,7 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         "tree_core": config.tree_core, "retention": settings.retention or "auto",
         "default_retention": config.default_retention, "tau_high": config.tau_high,
         "token_budget": config.token_budget, "max_running_requests": config.max_running_requests,
-        "decode_quantum": config.decode_quantum,
+        "decode_quantum": config.decode_quantum, "exact_batches": config.exact_batches,
         "max_context_len": config.max_context_len, "kv_pool": config.kv_pool,
         "seed": settings.seed if settings.seed is not None else _workload_seed(driver),
         "limit": settings.limit, "label": settings.label,
@@ -280,13 +282,14 @@ class _Loop:
         self.timeline.add(row_from(0, engine.snapshot(requests=False), None))
 
     def on_step(self, report) -> None:
-        self.steps += 1
+        before = self.steps
+        self.steps += report.steps  # a decode jump stands for several steps
         for record in report.finished:
             self.latency.add(record)
         self.finished += len(report.finished)
-        if self.timeline.wants(self.steps):
+        if self.timeline.wants_between(before, self.steps):
             self._sample(report)
-        if self.on_progress is not None and self.steps % PROGRESS_EVERY_STEPS == 0:
+        if self.on_progress is not None and self.steps // PROGRESS_EVERY_STEPS > before // PROGRESS_EVERY_STEPS:
             self.on_progress(self.progress(self.steps, report.clock_s))
 
     def _sample(self, report) -> None:

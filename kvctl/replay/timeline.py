@@ -98,13 +98,25 @@ class TimelineRecorder:
     def wants(self, step: int) -> bool:
         return step % self.every == 0
 
+    def wants_between(self, before: int, after: int) -> bool:
+        """Whether (before, after] contains a sampling step (a report may cover several)."""
+        return after // self.every > before // self.every
+
     def add(self, row: TimelineRow) -> None:
         if self._rows and self._rows[-1].step == row.step:
             return
         self._rows.append(row)
         while len(self._rows) > self.max_rows:
             self.every *= 2
-            self._rows = [r for r in self._rows if r.step % self.every == 0]
+            self._rows = self._thinned()
+
+    def _thinned(self) -> list[TimelineRow]:
+        """The first row at or after each multiple of `every` (rows of a jump land off grid)."""
+        kept: list[TimelineRow] = []
+        for row in self._rows:
+            if not kept or row.step // self.every > kept[-1].step // self.every or row.step == 0:
+                kept.append(row)
+        return kept
 
     def finish(self, row: TimelineRow) -> None:
         """Record the final step even when it is off the sampling grid."""

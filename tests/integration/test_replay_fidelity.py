@@ -57,16 +57,48 @@ def direct(limit: int | None = None) -> list[dict]:
     return rows
 
 
-def test_direct_hit_rate_of_the_whole_trace():
-    """12,031 requests, 144,793,823 prompt tokens; 54,098,411 reusable = 37.36% (the paper
-    reports about 40%); partial blocks change nothing; page 16 and the S-1 cap cost 971."""
+def test_kvctl_reads_the_whole_trace_as_the_direct_computation_does():
+    """12,031 requests, 144,793,823 prompt tokens in the direct reading of the file; kvctl's
+    validating scan (which sizes unbounded pools) must count the same. Of those tokens,
+    54,098,411 are reusable (37.36%; the paper reports about 40%); partial blocks change
+    nothing; page 16 and the S-1 cap cost 971."""
+    from kvctl.replay.mooncake import scan_trace
+
     rows = direct()
     prompt = sum(r["prompt"] for r in rows)
+    summary = scan_trace(TRACE)
+    assert (summary.requests, summary.prompt_tokens) == (len(rows), prompt) == (12_031, 144_793_823)
     naive = sum(r["naive"] for r in rows)
-    assert (len(rows), prompt, naive) == (12_031, 144_793_823, 54_098_411)
-    assert round(naive / prompt, 4) == 0.3736
+    assert naive == 54_098_411 and round(naive / prompt, 4) == 0.3736
     assert sum(r["exact"] for r in rows) == naive
     assert naive - sum(r["sglang"] for r in rows) == 971
+
+
+def test_kvctl_token_expansion_shares_exactly_the_hash_id_prefixes():
+    """kvctl's expansion of hash ids into token ids (mooncake.prompt_tokens), first 300
+    requests: the longest page-aligned prefix each shares with any earlier request's tokens
+    equals the direct computation's token-exact reuse, floored to a page."""
+    import hashlib
+
+    import numpy as np
+
+    from kvctl.replay.mooncake import iter_records, prompt_tokens
+
+    rows = direct(300)
+    seen: set[bytes] = set()  # chained page digests: equal iff the whole prefix is equal
+    for row, record in zip(rows, iter_records(TRACE, limit=300)):
+        tokens = prompt_tokens(record)
+        pages = len(tokens) // PAGE
+        keys, digest = [], b""
+        for p in range(pages):
+            digest = hashlib.sha1(digest + tokens[p * PAGE : (p + 1) * PAGE].tobytes()).digest()
+            keys.append(digest)
+        shared = 0
+        while shared < pages and keys[shared] in seen:
+            shared += 1
+        assert shared * PAGE == row["exact"] // PAGE * PAGE, record.line
+        assert np.all(tokens > 0) and np.all(tokens < 1 << 30)
+        seen.update(keys)
 
 
 @pytest.mark.slow
@@ -105,7 +137,7 @@ def test_unbounded_replay_hits_what_the_direct_computation_allows():
     direct_hits = sum(r["sglang"] for r in expected)
     assert (replay_hits, direct_hits) == (8_070_320, 8_070_832)
 
-    admitted = {i: admitted_at(r, expected_arrival(i)) for i, r in records.items()}
+    admitted = {i: expected_arrival(i) + r.queue_s for i, r in records.items()}
     first_token = {i: r.ttft_s + expected_arrival(i) for i, r in records.items()}
     short = [i for i, r in records.items() if r.hit_tokens < expected[i]["sglang"]]
     assert all(records[i].hit_tokens <= expected[i]["sglang"] for i in records)
@@ -116,15 +148,6 @@ def test_unbounded_replay_hits_what_the_direct_computation_allows():
         # the prefix could only be missing if no supplier had finished its prefill yet
         assert admitted[i] < min(first_token[j] for j in suppliers), (i, suppliers)
     assert sum(expected[i]["sglang"] - records[i].hit_tokens for i in short) == 512
-
-
-def admitted_at(record, arrival_s: float) -> float:
-    """Admission time from a FinishedRecord. The engine computes queue_s as
-    `(admitted_s or clock) - arrival`, which loses an admission at exactly t = 0.0 (reported
-    to the engine's owner); an admission after the first token is impossible, so that case
-    is an admission at 0.0."""
-    end_of_queue = arrival_s + record.queue_s
-    return end_of_queue if end_of_queue <= arrival_s + record.ttft_s else 0.0
 
 
 _ARRIVALS: dict[int, float] = {}

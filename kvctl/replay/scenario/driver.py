@@ -89,6 +89,10 @@ class ScenarioDriver:
             self._start_session(f"{self.sid_prefix}{agent.name}-{index}", agent, origin + t)
             self._expected += int(round(agent.turns.mean))
 
+    def next_event_s(self) -> float | None:
+        """When the next scripted event is due (the engine never steps past it at once)."""
+        return self.events[0].at_s if self.events else None
+
     def after_step(self, engine: EmbeddedEngine, report: StepReport) -> None:
         for record in report.finished:
             session = self.by_rid.pop(record.rid, None)

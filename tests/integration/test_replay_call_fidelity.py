@@ -1,0 +1,97 @@
+"""The direct cache path makes SGLang's calls: proof against the ScheduleBatch path.
+
+Each workload (the shipped Mooncake trace and every shipped scenario, cut with a limit, at a
+pool small enough to evict) is replayed three times on fresh engines with the same salt:
+
+    exact   EngineConfig(exact_batches=True): SGLang's ScheduleBatch.prepare_for_extend /
+            check_decode_mem / retract_decode / prepare_for_decode every step (the oracle)
+    direct  the direct cache path (embedded/cache_ops.py), one decode step per step
+    jump    the direct path with event-driven decode jumps (what `kvctl replay` runs)
+
+`tests/integration/call_log.py` wraps the cache-changing methods of the engine's own
+SGLang tree, allocator and row pool. What each comparison means:
+
+- exact vs direct: the complete call lists are equal: every tree, allocator and row-pool
+  call, in order, with equal arguments (tensor values included, so the same page ids) and
+  equal results.
+- exact vs jump: a jump replaces k single-step `alloc_decode` calls (and their no-op
+  capacity checks) by one `alloc_extend` call, taken only over spans in which the single
+  step path calls no tree method (decode_direct.py's conditions). The page *ids* a request
+  gets may then differ, never their number. A jump may also pass over steps in which the
+  waiting head is refused again (nothing but decoding can have happened since its last
+  refusal); the single-step path re-matches it each step, the jump does not
+  (`call_log.collapse_refusals` drops those repeats, and its docstring says why they
+  leave eviction order unchanged under the policies for which the engine allows it). So
+  the comparison is: the tree's call list, repeats of a refusal collapsed, is equal with
+  each tensor argument replaced by its length (same keys, lock/unlock nodes, eviction
+  requests and results, insert lengths); the allocator hands out the same number of
+  tokens in total; and every request finishes with the same hit, output ids, TTFT, queue
+  time and inter-token latencies.
+- all three: the same counters (evictions, evicted tokens, retractions, hits, steps, virtual
+  time) and a clean final integrity check (SGLang's sanity_check included when idle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tests.integration.call_log import CallLog, collapse_refusals
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = str(ROOT / "examples" / "traces" / "mooncake" / "conversation_trace.jsonl")
+SCENARIOS = sorted((ROOT / "examples" / "scenarios").glob("*.yaml"))
+# (workload, limit, pool tokens or None for the workload's own); each pool evicts.
+CASES = [(TRACE, 100, 150_000), (TRACE, 100, None)] + [
+    (str(path), 8, 3_072 if path.stem == "lifecycle-check" else 16_384) for path in SCENARIOS
+]
+
+
+def replay(workload: str, limit: int, pool: int | None, mode: str) -> dict:
+    import torch
+
+    from engine_adapter.embedded.engine import EmbeddedEngine
+    from engine_adapter.workload import drive
+    from kvctl.replay.runner import ReplaySettings, prepare
+
+    prepared = prepare(ReplaySettings(workload=workload, limit=limit, pool_tokens=pool,
+                                      exact_batches=mode == "exact"))
+    config = dataclasses.replace(prepared.config, decode_jumps=mode == "jump", namespace_salt="fixed")
+    engine = EmbeddedEngine(config)
+    log = CallLog().attach(engine)
+    records = {}
+
+    def collect(report) -> None:
+        for r in report.finished:
+            records[r.rid] = (r.hit_tokens, r.output_ids.tolist(), r.ttft_s, r.itl_s, r.queue_s)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        drive(engine, prepared.driver, on_step=collect)
+    finally:
+        torch.set_num_threads(threads)
+    snap = engine.check_integrity()  # raises IntegrityError on any violation
+    c = snap.counters
+    return {
+        "log": log, "records": records,
+        "counters": (c.evictions, c.evicted_tokens, c.retractions, c.requests_finished,
+                     snap.funnel.hit_tokens, c.steps, snap.virtual_time_s, c.admission_deferrals,
+                     c.allocation_failures),
+    }
+
+
+@pytest.mark.parametrize(("workload", "limit", "pool"), CASES, ids=lambda v: Path(str(v)).stem if isinstance(v, str) else str(v))
+def test_direct_path_makes_the_schedule_batch_calls(workload, limit, pool):
+    """exact == direct call for call; exact ~ jump as the module docstring defines."""
+    exact, direct, jump = (replay(workload, limit, pool, m) for m in ("exact", "direct", "jump"))
+    assert exact["counters"][0] > 0, "the pool must evict for this comparison to mean anything"
+    assert direct["log"].full() == exact["log"].full()
+    assert collapse_refusals(jump["log"].tree_view()) == collapse_refusals(exact["log"].tree_view())
+    assert jump["log"].tokens_taken == exact["log"].tokens_taken
+    assert direct["counters"] == exact["counters"] == jump["counters"]
+    assert direct["records"] == exact["records"] == jump["records"]
