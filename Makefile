@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 PIP     := $(BIN)/python -m pip --disable-pip-version-check -q
 STAMP   := $(VENV)/.kvctl-setup-done
-REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/kvctl.txt requirements/dev.txt pyproject.toml
+REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/server.txt requirements/kvctl.txt requirements/dev.txt pyproject.toml
 
 .PHONY: setup demo test test-fast bench lint clean
 
@@ -12,13 +12,15 @@ setup: $(STAMP)
 
 # Idempotent: re-runs only when a requirements file or pyproject.toml changes.
 # torch first (from the machine's local wheels), then SGLang without its GPU dependency set,
-# then SGLang's import-time needs, then kvctl itself (editable) with its test tools.
+# then SGLang's import-time needs and its HTTP server's (the e2e tests start one), then kvctl
+# itself (editable) with its test tools.
 $(STAMP): $(REQS)
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found (kvctl needs Python 3.11)"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install -r requirements/torch.txt
 	$(PIP) install --no-deps -r requirements/sglang.txt
 	$(PIP) install -r requirements/runtime.txt
+	$(PIP) install -r requirements/server.txt
 	$(PIP) install -r requirements/kvctl.txt
 	$(PIP) install -r requirements/dev.txt
 	$(PIP) install --no-build-isolation -e .

@@ -1,0 +1,43 @@
+"""The real SGLang server the e2e tests share: started once for tests/e2e (package scope),
+stopped after the last of them, its start-up time printed.
+
+It needs SGLang's HTTP-server imports (requirements/server.txt, installed by `make setup`).
+Without them every e2e test is skipped with that reason; a server that has them but does not
+come up is an error with the server log's tail, never a skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+SERVER_IMPORTS = ("uvicorn", "fastapi", "uvloop", "setproctitle", "xgrammar", "sglang")
+
+
+@pytest.fixture(scope="package")
+def sglang_server(tmp_path_factory, pytestconfig):
+    missing = [name for name in SERVER_IMPORTS if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"SGLang server imports missing ({', '.join(missing)}): "
+                    "make setup installs requirements/server.txt")
+    from e2e.sglang_server import SGLangServer
+
+    server = SGLangServer(tmp_path_factory.mktemp("sglang-server"))
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    try:
+        seconds = server.start()
+        if reporter is not None:
+            reporter.write_line(f"\ne2e: real SGLang server {server.url} up in {seconds:.1f} s")
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def server(sglang_server):
+    """The shared server, running, idle and with an empty radix tree."""
+    if sglang_server.process is None or sglang_server.process.poll() is not None:
+        sglang_server.start()
+    assert sglang_server.flush_cache(wait_s=30), "the server did not flush (requests still running?)"
+    return sglang_server
