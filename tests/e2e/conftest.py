@@ -8,21 +8,15 @@ come up is an error with the server log's tail, never a skip.
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-SERVER_IMPORTS = ("uvicorn", "fastapi", "uvloop", "setproctitle", "xgrammar", "sglang")
+from e2e.sglang_server import SGLangServer, skip_reason
 
 
 @pytest.fixture(scope="package")
 def sglang_server(tmp_path_factory, pytestconfig):
-    missing = [name for name in SERVER_IMPORTS if importlib.util.find_spec(name) is None]
-    if missing:
-        pytest.skip(f"SGLang server imports missing ({', '.join(missing)}): "
-                    "make setup installs requirements/server.txt")
-    from e2e.sglang_server import SGLangServer
-
+    if reason := skip_reason():
+        pytest.skip(reason)
     server = SGLangServer(tmp_path_factory.mktemp("sglang-server"))
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
     try:

@@ -48,6 +48,24 @@ TINY_CONFIG = {
 }  # fmt: skip
 
 
+SERVER_IMPORTS = ("uvicorn", "fastapi", "uvloop", "setproctitle", "xgrammar", "sglang")
+
+
+def missing_server_imports() -> list[str]:
+    """What `sglang.launch_server` imports that this venv lacks (requirements/server.txt)."""
+    import importlib.util
+
+    return [name for name in SERVER_IMPORTS if importlib.util.find_spec(name) is None]
+
+
+def skip_reason() -> str | None:
+    missing = missing_server_imports()
+    if not missing:
+        return None
+    return (f"SGLang server imports missing ({', '.join(missing)}): "
+            "make setup installs requirements/server.txt")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
