@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine_adapter.embedded.device import DEVICES
 from kvctl.errors import InputError
 
 EVICTION_POLICIES: tuple[str, ...] = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")
@@ -77,6 +78,9 @@ class EngineConfig:
     namespace_salt: str | None = None
     receipts: bool = False  # collect Receipt records (OpenTelemetry spans); off for big replays
     tiny_model: str | None = None  # path of a tiny config.json: run a real transformer
+    # Torch device of SGLang's pools and the tiny model: "cpu" or "cuda" (embedded/device.py
+    # resolves the CLI's --device auto|cpu|cuda before the config is built).
+    device: str = "cpu"
 
     def policy_config(self) -> dict | None:
         """The strategy kwargs SGLang gets: explicit ones, else T-LRU's default
@@ -98,6 +102,8 @@ class EngineConfig:
             raise InputError(
                 f"unknown eviction policy {self.eviction_policy!r}; valid: {', '.join(EVICTION_POLICIES)}"
             )
+        if self.device not in DEVICES:
+            raise InputError(f"unknown device {self.device!r}; valid: {', '.join(DEVICES)}")
         if self.tree_core not in TREE_CORES:
             raise InputError(f"unknown tree core {self.tree_core!r}; valid: {', '.join(TREE_CORES)}")
         if self.kv_pool not in KV_POOLS:

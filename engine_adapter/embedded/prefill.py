@@ -207,7 +207,7 @@ class Prefill:
             st.counters.allocation_failures += 1
             self._rollback(chosen, origins)
             return None
-        batch.output_ids = torch.zeros(len(reqs), dtype=torch.int64)
+        batch.output_ids = torch.zeros(len(reqs), dtype=torch.int64, device=batch.device)
         return batch
 
     def _rollback(self, chosen: list[Tracked], origins: list[str]) -> None:
@@ -280,7 +280,7 @@ class Prefill:
                 keep.append(index)
         if st.config.decode_quantum > 1:
             return  # quantum decode builds its own batch each step from st.running
-        batch.output_ids = torch.tensor(last_tokens, dtype=torch.int64)
+        batch.output_ids = torch.tensor(last_tokens, dtype=torch.int64, device=batch.device)
         batch.filter_batch(keep_indices=keep)
         if batch.reqs:
             if st.running_batch is None or st.running_batch.is_empty():

@@ -18,6 +18,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvctl.cli.output import console, emit
+from kvctl.cli.device_option import DeviceOption, resolve_device_option
 from kvctl.errors import InputError, RuntimeFailure
 
 Opt = typer.Option
@@ -49,6 +50,7 @@ def exporter_command(
         "all others are hashed.")] = None,
     json_out: Annotated[bool, Opt(
         "--json", help="Print the listening address as one JSON line, then serve.")] = False,
+    device: DeviceOption = None,
 ) -> None:
     if sum(x is not None and x != [] for x in (scenario, trace, url)) != 1:
         raise InputError("give exactly one of --scenario FILE, --trace FILE or --url URL")
@@ -64,6 +66,7 @@ def exporter_command(
         raise InputError(f"--pool-tokens {pool_tokens} must be > 0")
     if not 0 <= port <= 65535:
         raise InputError(f"--port {port} is out of range 0-65535")
+    resolved_device = resolve_device_option(device, url_given=bool(url))
 
     from engine_adapter.stdout_lock import STDOUT_LOCK
     from telemetry.hygiene import NamespaceLabeler
@@ -73,7 +76,7 @@ def exporter_command(
     labeler = NamespaceLabeler(allow=allow_namespace or ())
     source = _source(scenario=scenario, trace=trace, urls=url, kv_events=kv_events or [],
                      pace=pace or None, interval_s=interval, pool_tokens=pool_tokens,
-                     receipts=otlp_enabled())
+                     receipts=otlp_enabled(), device=resolved_device)
     try:
         info = source.snapshot().info
         spans = from_environment(labeler=labeler, resource_attributes={
@@ -115,7 +118,8 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def _source(*, scenario, trace, urls, kv_events, pace, interval_s, pool_tokens, receipts):
+def _source(*, scenario, trace, urls, kv_events, pace, interval_s, pool_tokens, receipts,
+            device="cpu"):
     """The snapshot source to export: a live run on the embedded engine, one remote server,
     or a fleet of them (the aggregate). Bad input fails here, before anything runs."""
     if urls:
@@ -129,5 +133,5 @@ def _source(*, scenario, trace, urls, kv_events, pace, interval_s, pool_tokens, 
     from kvctl.replay.live_sources import plan_live_run
 
     plan = plan_live_run(scenario=scenario, trace=trace, pace=pace, pool_tokens=pool_tokens,
-                         snapshot_interval_s=interval_s, receipts=receipts)
+                         snapshot_interval_s=interval_s, receipts=receipts, device=device)
     return plan.build()

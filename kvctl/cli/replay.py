@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from engine_adapter.embedded.config import EVICTION_POLICIES
+from kvctl.cli.device_option import DeviceOption, resolve_device_option
 from kvctl.replay.engine_setup import DEFAULT_GPU, DEFAULT_MODEL, Deployment
 from kvctl.replay.runner import RETENTION_CHOICES, ReplaySettings
 
@@ -57,6 +58,7 @@ def replay_command(
     out: Annotated[Optional[Path], Opt(help=(
         "Write report.json, timeline.csv and PNG plots here."))] = None,
     json_output: Annotated[bool, Opt("--json", help="Print the report as JSON.")] = False,
+    device: DeviceOption = None,
 ) -> None:
     """Build settings, validate, run, render. InputError (exit 2) before running on bad input."""
     base = ReplaySettings(
@@ -64,6 +66,7 @@ def replay_command(
         pool_tokens=pool_tokens, pool_gb=pool_gb, page_size=page_size, eviction_policy=eviction,
         tree_core=tree_core, retention=retention, tau_high=tau_high, token_budget=token_budget,
         max_running_requests=max_running, decode_quantum=decode_quantum, limit=limit, seed=seed,
+        device=resolve_device_option(device),
     )
     if sweep:
         _sweep(base, sweep, parallel, out, json_output)
