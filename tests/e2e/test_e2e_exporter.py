@@ -34,7 +34,8 @@ def test_prometheus_scrapes_the_live_server_through_the_exporter(server, tmp_pat
             wait_for(lambda: prom.value("kvctl_connected") == 1.0, 60, "kvctl_connected 1")
             assert prom.value("kvctl_up") == 1.0
             assert prom.value("kvctl_pool_capacity_tokens") == POOL_TOKENS
-            assert prom.value("kvctl_tree_cached_tokens") == 0.0
+            wait_for(lambda: prom.value("kvctl_tree_cached_tokens") == 0.0, 60,
+                     "the KV-event mirror attached, empty")
             hits_before = prom.value("kvctl_hit_tokens_total")
             assert hits_before is not None
 
