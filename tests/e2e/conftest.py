@@ -18,14 +18,23 @@ def sglang_server(tmp_path_factory, pytestconfig):
     if reason := skip_reason():
         pytest.skip(reason)
     server = SGLangServer(tmp_path_factory.mktemp("sglang-server"))
-    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
     try:
         seconds = server.start()
-        if reporter is not None:
-            reporter.write_line(f"\ne2e: real SGLang server {server.url} up in {seconds:.1f} s")
+        _print(pytestconfig, f"e2e: real SGLang server {server.url} up in {seconds:.1f} s")
         yield server
     finally:
         server.stop()
+
+
+def _print(pytestconfig, line: str) -> None:
+    """A line on the terminal even while pytest captures output (the start-up time)."""
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    if capture is None or reporter is None:
+        print(line)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(f"\n{line}")
 
 
 @pytest.fixture
