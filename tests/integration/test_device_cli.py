@@ -13,6 +13,7 @@ import torch
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.slow,
     pytest.mark.skipif(torch.cuda.is_available(),
                        reason="CUDA is available here: the gpu tests cover --device cuda"),
 ]
