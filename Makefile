@@ -4,7 +4,8 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 PIP     := $(BIN)/python -m pip --disable-pip-version-check -q
 STAMP   := $(VENV)/.kvctl-setup-done
-REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/server.txt requirements/kvctl.txt requirements/dev.txt pyproject.toml
+REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/server.txt \
+           requirements/kvctl.txt requirements/dev.txt requirements/ray.txt pyproject.toml
 
 .PHONY: setup demo test test-fast bench lint clean
 
@@ -23,6 +24,7 @@ $(STAMP): $(REQS)
 	$(PIP) install -r requirements/server.txt
 	$(PIP) install -r requirements/kvctl.txt
 	$(PIP) install -r requirements/dev.txt
+	$(PIP) install -r requirements/ray.txt
 	$(PIP) install --no-build-isolation -e .
 	@touch $(STAMP)
 

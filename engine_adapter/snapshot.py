@@ -202,18 +202,18 @@ class Counters:
     decode_tokens: int = 0
     evictions: int = 0
     evicted_tokens: int = 0
-    retractions: int = 0
-    retracted_tokens: int = 0
+    retractions: int | None = 0
+    retracted_tokens: int | None = 0
     allocation_failures: int | None = 0  # an allocation that failed even after eviction
     locked_eviction_rejects: int | None = 0  # evictions that fell short because the rest is locked
     admission_deferrals: int | None = 0  # admissions held back by the tau_high ceiling
-    offload_bytes: int = 0
-    reload_bytes: int = 0
-    offloaded_tokens: int = 0
-    reloaded_tokens: int = 0
+    offload_bytes: int | None = 0
+    reload_bytes: int | None = 0
+    offloaded_tokens: int | None = 0
+    reloaded_tokens: int | None = 0
     mapping_stalls: int | None = 0  # host-tier reloads a request had to wait for
     mapping_stall_seconds: float | None = 0.0  # modeled seconds spent waiting for them
-    kv_events: int = 0
+    kv_events: int | None = 0  # None: SGLang's own publisher drains the events (plugin)
 
 
 @dataclass(frozen=True, kw_only=True)

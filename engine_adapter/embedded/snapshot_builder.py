@@ -1,18 +1,18 @@
-"""Assemble an immutable `Snapshot` from the embedded engine's state, and judge it.
+"""The embedded engine as one host of the shared sampler (instrument/sampler.py), and the
+invariants `check_integrity` enforces after every step.
 
-Reads only. The ledger, the refcount reconciliation and the funnel come from the
-instrument modules; this file wires them and lists the invariants `check_integrity`
-enforces after every step.
+Reads only. This file gathers what only the embedded engine knows (its queues, retention
+leases, host tier, virtual clock, funnel and counters) into `SampleInputs`; the sampler
+reads SGLang's objects and builds the `Snapshot`, exactly as it does inside a real
+SGLang scheduler (engine_adapter/plugin/).
 """
 
 from __future__ import annotations
 
 from engine_adapter.embedded.state import EngineState
-from engine_adapter.instrument.alerts import AlertEvaluator, AlertInputs, AlertThresholds
-from engine_adapter.instrument.ledger import read_ledger
-from engine_adapter.instrument.refs import derive, reconcile
-from engine_adapter.instrument.tree_dump import dump_nodes
-from engine_adapter.snapshot import EngineInfo, MappingLag, RequestView, Snapshot, TreeNodes, TreeStats
+from engine_adapter.instrument.alerts import AlertThresholds
+from engine_adapter.instrument.sampler import SampleInputs, Sampler
+from engine_adapter.snapshot import EngineInfo, MappingLag, RequestView, Snapshot
 
 MAX_REQUEST_VIEWS = 500
 
@@ -21,10 +21,8 @@ class SnapshotBuilder:
     def __init__(self, st: EngineState, retention) -> None:
         self.st = st
         self.retention = retention
-        self._seq = 0
         tau = st.config.tau_high if st.config.tau_high is not None else 0.88
-        self.alerts = AlertEvaluator(AlertThresholds(tau_high=tau))
-        self.info = EngineInfo(
+        self.sampler = Sampler(EngineInfo(
             engine="embedded",
             tree_core=st.config.tree_core,
             page_size=st.config.page_size,
@@ -34,7 +32,11 @@ class SnapshotBuilder:
             sglang_version=st.sg.sglang_version,
             model=st.config.cost.model_name,
             bytes_per_token=st.config.cost.kv_bytes_per_token,
-        )
+        ), AlertThresholds(tau_high=tau))
+
+    @property
+    def info(self) -> EngineInfo:
+        return self.sampler.info
 
     def leases(self) -> list[tuple[str, int]]:
         """Every live lock kvctl knows about: request locks and retention leases."""
@@ -43,82 +45,33 @@ class SnapshotBuilder:
         held += [(f"session:{s}", lease.node_id) for s, lease in st.leases.items()]
         return held
 
-    def build(self, *, per_node_refs: bool, wall_s: float, requests: bool = True) -> Snapshot:
+    def inputs(self, *, requests: bool = True) -> SampleInputs:
+        """What the sampler needs from this engine at the current step boundary."""
         st = self.st
-        sg = st.sg
         live = st.live_tracked()
-        ledger = read_ledger(
-            sg.allocator, sg.tree_cache, [t.req for t in live],
-            host_tokens=self.retention.host_tokens,
-            host_capacity_tokens=st.config.host_capacity_tokens,
-        )
-        leases = self.leases()
-        dumped = dump_nodes(sg.tree_cache) if per_node_refs else None
-        refs = reconcile(sg.tree_cache, leases, dumped)
         funnel = st.funnel.freeze()
-        mapping = self._mapping()
         counters = st.counters
         counters.prompt_tokens = funnel.prompt_tokens
         counters.hit_tokens = funnel.hit_tokens
         counters.recomputed_tokens = funnel.recomputed_tokens
-        frozen = counters.freeze()
-        alerts = self.alerts.evaluate(
-            AlertInputs(ledger=ledger, counters=frozen, funnel=funnel, refs=refs, mapping=mapping)
-        )
-        self._seq += 1
-        return Snapshot(
-            seq=self._seq,
-            virtual_time_s=st.clock_s,
-            wall_time_s=wall_s,
-            info=self.info,
-            ledger=ledger,
+        return SampleInputs(
+            tree_cache=st.sg.tree_cache,
+            allocator=st.sg.allocator,
+            live_reqs=[t.req for t in live],
+            leases=self.leases(),
+            labels={t.req.rid: t.namespace_label for t in live},
             funnel=funnel,
-            refs=refs,
-            mapping=mapping,
-            counters=frozen,
-            tree=self._tree_stats(dumped, ledger),
-            alerts=alerts,
+            counters=counters.freeze(),
+            mapping=self._mapping(),
             requests=self._request_views() if requests else (),
-            tree_nodes=self._tree_nodes(dumped, leases),
+            virtual_time_s=st.clock_s,
+            host_tokens=self.retention.host_tokens,
+            host_capacity_tokens=st.config.host_capacity_tokens,
         )
 
-    def _tree_stats(self, dumped, ledger) -> TreeStats:
-        cached = ledger.evictable_tokens + ledger.protected_tokens
-        if dumped is None:
-            return TreeStats(nodes=None, cached_tokens=cached,
-                             tokens_by_medium=(("device", cached), ("host", ledger.host_tokens)))
-        parents = {n.parent_id for n in dumped}
-        depth_tokens: dict[int, int] = {}
-        for node in dumped:  # depth-first order: a parent precedes its children
-            depth_tokens[node.node_id] = depth_tokens.get(node.parent_id, 0) + node.key_tokens
-        return TreeStats(
-            nodes=len(dumped), cached_tokens=cached,
-            max_depth_tokens=max(depth_tokens.values(), default=0),
-            leaves=sum(1 for n in dumped if n.node_id not in parents),
-            tokens_by_medium=(("device", cached), ("host", ledger.host_tokens)),
-        )
-
-    def _tree_nodes(self, dumped, leases) -> TreeNodes:
-        """The per-node read by column (engine_adapter/tree_nodes.py), built in one pass."""
-        if dumped is None:
-            return TreeNodes.of(())
-        derived = derive(self.st.sg.tree_cache, leases)
-        label_of = {t.req.rid: t.namespace_label for t in self.st.live_tracked()}
-        page = self.st.config.page_size
-        holders_col, namespace_col, derived_col = [], [], []
-        for node in dumped:
-            holders = tuple(sorted(set(derived.holders.get(node.node_id, ()))))
-            labels = {label_of[h] for h in holders if h in label_of}
-            holders_col.append(holders)
-            namespace_col.append(labels.pop() if len(labels) == 1 else None)
-            derived_col.append(derived.counts.get(node.node_id, 0))
-        return TreeNodes(
-            node_id=[n.node_id for n in dumped], parent_id=[n.parent_id for n in dumped],
-            depth=[n.depth for n in dumped], tokens=[n.key_tokens for n in dumped],
-            pages=[-(-n.key_tokens // page) for n in dumped],
-            recorded_lock_ref=[n.lock_ref for n in dumped], derived_lock_ref=derived_col,
-            holders=holders_col, namespace=namespace_col,
-        )
+    def build(self, *, per_node_refs: bool, wall_s: float, requests: bool = True) -> Snapshot:
+        return self.sampler.sample(self.inputs(requests=requests), per_node_refs=per_node_refs,
+                                   wall_s=wall_s)
 
     def _mapping(self) -> MappingLag:
         st = self.st

@@ -38,7 +38,7 @@ class AlertInputs:
     counters: Counters
     funnel: Funnel
     refs: RefReconciliation
-    mapping: MappingLag
+    mapping: MappingLag | None
 
 
 def _rejects(funnel: Funnel, reason: str) -> int:
@@ -64,8 +64,11 @@ class AlertEvaluator:
         led, cnt, prv = now.ledger, now.counters, prev.counters
         alerts: list[Alert] = []
 
-        def rising(attr: str) -> int:
-            return getattr(cnt, attr) - getattr(prv, attr)
+        def rising(attr: str) -> int:  # an unobservable counter (None) never rises
+            now_value, prev_value = getattr(cnt, attr), getattr(prv, attr)
+            if now_value is None or prev_value is None:
+                return 0
+            return now_value - prev_value
 
         if led.free_tokens == 0 and led.evictable_tokens == 0 and rising("allocation_failures") > 0:
             alerts.append(Alert(name="allocator_exhaustion", severity="critical",
@@ -81,10 +84,12 @@ class AlertEvaluator:
                               for n in now.refs.off_nodes[:3])
             alerts.append(Alert(name="reference_leak", severity="critical",
                                 evidence=f"delta_protected_tokens={now.refs.delta_protected_tokens} {nodes}".strip()))
-        if now.mapping.lag_tokens > 0 and now.mapping.max_wait_seconds > t.map_wait_slo_s:
+        mapping = now.mapping  # None: a host that cannot see load-back lag
+        if (mapping is not None and mapping.lag_tokens > 0
+                and mapping.max_wait_seconds > t.map_wait_slo_s):
             alerts.append(Alert(name="mapping_stall", severity="warning",
-                                evidence=f"L_map={now.mapping.lag_tokens} tokens, oldest wait "
-                                f"{now.mapping.max_wait_seconds:.3f}s > {t.map_wait_slo_s}s"))
+                                evidence=f"L_map={mapping.lag_tokens} tokens, oldest wait "
+                                f"{mapping.max_wait_seconds:.3f}s > {t.map_wait_slo_s}s"))
         f_now, f_prev = now.funnel, prev.funnel
         cand_up = (f_now.stage("candidates").requests or 0) - (f_prev.stage("candidates").requests or 0)
         incompat_up = _rejects(f_now, "incompatible_namespace") - _rejects(f_prev, "incompatible_namespace")

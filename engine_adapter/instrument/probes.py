@@ -14,11 +14,14 @@ import functools
 from typing import Any, Callable
 
 
-def install_eviction_probe(tree_cache: Any, on_evict: Callable[[int, int, int], None]) -> None:
+def install_eviction_probe(tree_cache: Any, on_evict: Callable[[int, int, int], None], *,
+                           on_error: Callable[[Exception], None] | None = None) -> None:
     """Wrap `tree_cache.evict` and `tree_cache.evict_for_alloc` on this instance.
 
     on_evict(requested_tokens, evicted_tokens, protected_tokens_after) is called after
-    every eviction call.
+    every eviction call. on_error: when given, any exception raised while reading the call's
+    numbers or in `on_evict` goes to it instead of the caller (a plugin inside a real server
+    must never break SGLang's eviction); SGLang's own result is returned either way.
     """
     for name in ("evict", "evict_for_alloc"):
         original = getattr(tree_cache, name)
@@ -26,7 +29,13 @@ def install_eviction_probe(tree_cache: Any, on_evict: Callable[[int, int, int], 
         @functools.wraps(original)
         def probed(params, *args, _original=original, **kwargs):
             result = _original(params, *args, **kwargs)
-            on_evict(params.num_tokens, result.num_tokens_evicted, tree_cache.protected_size())
+            if on_error is None:
+                on_evict(params.num_tokens, result.num_tokens_evicted, tree_cache.protected_size())
+                return result
+            try:
+                on_evict(params.num_tokens, result.num_tokens_evicted, tree_cache.protected_size())
+            except Exception as exc:
+                on_error(exc)
             return result
 
         setattr(tree_cache, name, probed)

@@ -67,6 +67,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     ("inspect", "inspect_command", "inspect", "command"),
     ("monitor", "monitor_command", "monitor", "command"),
     ("exporter", "exporter_command", "exporter", "command"),
+    ("explain", "explain_command", "explain", "command"),
 ]
 
 _register()

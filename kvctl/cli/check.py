@@ -43,10 +43,11 @@ def check_command(
 
 
 def _render(result) -> None:
-    from rich.table import Table
+    from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.glossary_terms import FOOTER
 
     out = console()
-    table = Table(title=f"kvctl check: {result.scenario}, {result.tree_core} core, {result.eviction_policy}")
+    table = FitTable(title=f"kvctl check: {result.scenario}, {result.tree_core} core, {result.eviction_policy}")
     table.add_column("check")
     table.add_column("result", justify="right")
     rate = "—" if result.hit_rate is None else f"{100 * result.hit_rate:.1f}%"
@@ -71,3 +72,4 @@ def _render(result) -> None:
             out.print(f"[red]violation:[/red] {violation}")
     else:
         out.print("[green]clean:[/green] every integrity check passed after every step")
+    out.print(f"[dim]{FOOTER}[/dim]")

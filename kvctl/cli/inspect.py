@@ -204,13 +204,14 @@ def _pct(value) -> str:
 
 
 def render(result: "FleetRead", route) -> None:
-    from rich.table import Table
+    from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.glossary_terms import FOOTER
 
     out = console()
     for read in result.workers:
         _render_worker(out, read)
     if len(result.workers) > 1:
-        fleet = Table(title="Fleet", show_edge=False)
+        fleet = FitTable(title="Fleet", show_edge=False)
         columns = ("worker", "connected", "pool", "free", "evictable", "used", "cached")
         for column in columns + ("hit rate", "load"):
             fleet.add_column(column, justify="left" if column == "worker" else "right")
@@ -220,6 +221,7 @@ def render(result: "FleetRead", route) -> None:
         out.print(fleet)
     if route is not None:
         _render_route(out, *route)
+    out.print(f"[dim]{FOOTER}[/dim]")
 
 
 def _fleet_row(name: str, s: "Snapshot", load: str) -> tuple[str, ...]:
@@ -307,14 +309,15 @@ def _render_worker(out, read: "RemoteRead") -> None:
 
 
 def _render_route(out, decision, matches) -> None:
-    from rich.table import Table
     from rich.text import Text
+
+    from kvctl.cli.fit_table import FitTable
 
     title = (
         f"Routing ({decision.prompt_tokens:,} prompt tokens, mu {decision.mu}, "
         f"gamma {decision.gamma}, L_max {decision.max_load})"
     )
-    table = Table(title=title, show_edge=False)
+    table = FitTable(title=title, show_edge=False)
     for column in ("worker", "cached prefix", "hit", "load", "score"):
         table.add_column(column, justify="left" if column == "worker" else "right")
     for score in decision.scores:

@@ -6,10 +6,26 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvctl.cli.budget_options import (
+    Gpu,
+    HbmGb,
+    Headroom,
+    ReserveGb,
+    RuntimeGbAlias,
+    WeightsGb,
+    hardware_budget,
+)
 from kvctl.cli.output import to_jsonable
-from kvctl.cli.plan_common import Rendered, emit, gb_to_bytes, table
-from kvctl.cli.plan_model import check_context, params_count, resolve_gpu, token_bytes
-from kvctl.errors import InputError
+from kvctl.cli.plan_assumptions import (
+    DEFAULT_GENERATION_SECONDS,
+    DEFAULT_TOOL_WAIT_SECONDS,
+    plan_assumptions,
+    tool_waits,
+    weights_source,
+)
+from kvctl.cli.plan_common import Rendered, emit, table
+from kvctl.cli.plan_model import check_context, params_count, token_bytes
+from kvctl.sizing.budget import DEFAULT_GPU, DEFAULT_TAU_HIGH
 from kvctl.sizing.plan.capacity import CapacityPlan, hbm_split, plan_capacity
 from kvctl.sizing.plan.capacity_workload import (
     admission_ceiling,
@@ -27,55 +43,60 @@ def capacity_command(
     model: Annotated[Optional[str], typer.Option(help="Model preset or config.json.")] = None,
     bytes_per_token: Annotated[Optional[int], typer.Option(help="m_token of the whole model, instead of --model.")] = None,
     kv_dtype: Annotated[Optional[str], typer.Option(help="KV dtype (default: the model's).")] = None,
-    gpu: Annotated[Optional[str], typer.Option(help="GPU name (HBM per device).")] = None,
+    gpu: Gpu = DEFAULT_GPU,
     gpus: Annotated[Optional[int], typer.Option(help="Devices in the deployment (default TP x PP).")] = None,
-    hbm_gb: Annotated[Optional[float], typer.Option(help="HBM per device, decimal GB (instead of --gpu).")] = None,
+    hbm_gb: HbmGb = None,
     tp: Annotated[int, typer.Option(help="Tensor parallelism.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline parallelism.")] = 1,
-    weights_gb: Annotated[Optional[float], typer.Option(help="Weights per device, GB (default: params x dtype / (TP x PP)).")] = None,
+    weights_gb: WeightsGb = None,
     params_b: Annotated[Optional[float], typer.Option(help="Parameters in billions (default: the model's).")] = None,
-    runtime_gb: Annotated[float, typer.Option(help="Activations + runtime reserve per device, GB (default: seed 003 napkin 0.7).")] = 4.5,
-    headroom: Annotated[float, typer.Option(help="Free-block margin kept by the allocator (fraction).")] = 0.10,
+    reserve_gb: ReserveGb = None,
+    runtime_gb: RuntimeGbAlias = None,
+    headroom: Headroom = None,
     shared_tokens: Annotated[int, typer.Option(help="Prefix tokens every trajectory shares (held once).")] = 0,
     sharing_factor: Annotated[Optional[float], typer.Option(help="sigma of eq. (7) (default: shared / context).")] = None,
-    tau_high: Annotated[float, typer.Option(help="Admission ceiling on U_KV.")] = 0.88,
+    tau_high: Annotated[float, typer.Option(help="Admission ceiling on U_KV.")] = DEFAULT_TAU_HIGH,
     trajectories: Annotated[Optional[int], typer.Option(help="Target concurrency B for the demand check.")] = None,
     branches: Annotated[Optional[int], typer.Option(help="Branches forked from one root (tree search).")] = None,
     branch_tokens: Annotated[int, typer.Option(help="Private tokens each branch generates.")] = 2048,
     arrival_rate: Annotated[Optional[float], typer.Option(help="Trajectory turns arriving per second (Little's law).")] = None,
-    generation_seconds: Annotated[float, typer.Option(help="T_generation per turn, seconds.")] = 5.0,
-    tool_wait_seconds: Annotated[float, typer.Option(help="T_tool_wait per turn, seconds.")] = 45.0,
+    generation_seconds: Annotated[Optional[float], typer.Option(
+        help=f"T_generation per turn, seconds (default {DEFAULT_GENERATION_SECONDS:g}).")] = None,
+    tool_wait_seconds: Annotated[Optional[float], typer.Option(
+        help=f"T_tool_wait per turn, seconds (default {DEFAULT_TOOL_WAIT_SECONDS:g}, napkin 0.6).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """How many agent trajectories fit, unshared and shared, with headroom and tool waits (seed 003)."""
     devices = gpus if gpus is not None else tp * pp
+    waits = tool_waits(tool_wait_seconds, generation_seconds) if arrival_rate is not None else None
     tokens = token_bytes(model=model, bytes_per_token=bytes_per_token, kv_dtype=kv_dtype, tp=tp, pp=pp)
     check_context(tokens.geometry, context + output)
-    if (gpu is None) == (hbm_gb is None):
-        raise InputError("give exactly one of --gpu or --hbm-gb")
-    hbm = gb_to_bytes(hbm_gb, name="--hbm-gb") if hbm_gb is not None else int(resolve_gpu(gpu).hbm_bytes)
-    if weights_gb is not None:
-        weights = gb_to_bytes(weights_gb, name="--weights-gb")
-    else:  # seed 003 eq. (4): N_params b_weight / (TP PP)
+    hardware = hardware_budget(gpu=gpu, hbm_gb=hbm_gb, weights_gb=weights_gb, reserve_gb=reserve_gb,
+                               runtime_gb=runtime_gb, headroom=headroom)
+    weights = hardware.weights_per_device(tp, pp)
+    if weights is None:  # seed 003 eq. (4): N_params b_weight / (TP PP)
         params = round(params_count(tokens.geometry, params_b))
         weight_dtype = tokens.geometry.weight_dtype if tokens.geometry is not None else "bf16"
         weights = weights_per_rank(params, weight_dtype, tp, pp)
-    split = hbm_split(hbm_bytes=hbm, weights_bytes=weights,
-                      runtime_bytes=gb_to_bytes(runtime_gb, name="--runtime-gb"), devices=devices)
+    split = hbm_split(hbm_bytes=hardware.hbm_bytes, weights_bytes=weights,
+                      runtime_bytes=hardware.reserve_bytes, devices=devices)
     plan = plan_capacity(
         split=split, bytes_per_token=tokens.model, bytes_per_token_per_device=tokens.per_device,
-        tp=tp, pp=pp, headroom=headroom, context_tokens=context, output_tokens=output,
+        tp=tp, pp=pp, headroom=hardware.headroom, context_tokens=context, output_tokens=output,
         shared_tokens=shared_tokens, sharing_factor=sharing_factor,
     )
     extras = {
         "admission": admission_ceiling(plan, tau_high=tau_high),
         "demand": demand(plan, trajectories=trajectories) if trajectories is not None else None,
         "branching": branching(plan, branches=branches, branch_tokens=branch_tokens) if branches else None,
-        "tool_wait": tool_wait_concurrency(plan, arrival_rate=arrival_rate, generation_seconds=generation_seconds,
-                                           tool_wait_seconds=tool_wait_seconds) if arrival_rate is not None else None,
+        "tool_wait": tool_wait_concurrency(plan, arrival_rate=arrival_rate, generation_seconds=waits.generation_seconds,
+                                           tool_wait_seconds=waits.tool_wait_seconds) if waits else None,
     }
-    document = {**to_jsonable(plan), **to_jsonable(extras)}
-    emit(as_json, document, _render(plan, extras))
+    assumptions = plan_assumptions(hardware, weights=weights_source(weights_gb, params_b, tokens.geometry),
+                                   waits=waits, tau_high=tau_high)
+    document = {**to_jsonable(plan), **to_jsonable(extras), "assumptions": to_jsonable(assumptions)}
+    rendered = _render(plan, extras)
+    emit(as_json, document, Rendered(rendered.title, rendered.tables, rendered.why, assumptions))
 
 
 def _yes(flag: bool) -> str:
@@ -84,10 +105,10 @@ def _yes(flag: bool) -> str:
 
 def _render(plan: CapacityPlan, extras: dict) -> Rendered:
     s = plan.split
-    gb = lambda n: fmt_bytes(n, decimal=True)  # noqa: E731 - the seed's napkin math uses decimal GB
+    gb = fmt_bytes  # binary units, as `kvctl size` shows them (kvctl.sizing.budget)
     split_rows = [
         ["HBM per device", gb(s.hbm_bytes)], ["weights per device", gb(s.weights_bytes)],
-        ["activations + runtime", gb(s.runtime_bytes)], ["KV pool per device (eq. 5)", gb(s.kv_pool_bytes)],
+        ["reserve (activations, runtime)", gb(s.runtime_bytes)], ["KV pool per device (eq. 5)", gb(s.kv_pool_bytes)],
         [f"KV pool, {s.devices} devices", gb(s.node_kv_pool_bytes)],
         ["m_token (whole model / per device)", f"{plan.bytes_per_token:,} B / {plan.bytes_per_token_per_device:,} B"],
         [f"token capacity ({plan.replicas} replica(s))", f"{plan.capacity_tokens:,}"],

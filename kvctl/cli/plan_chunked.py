@@ -6,7 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvctl.cli.budget_options import WeightsGb, parse_size
 from kvctl.cli.output import to_jsonable
+from kvctl.cli.plan_assumptions import option
 from kvctl.cli.plan_common import Rendered, emit, ms, table
 from kvctl.cli.plan_model import params_count, resolve_geometry, resolve_gpu, weight_bytes_total
 from kvctl.errors import InputError
@@ -19,7 +21,7 @@ def chunked_prefill_command(
     chunk: Annotated[int, typer.Option(help="Prefill chunk C (SGLang --chunked-prefill-size).")] = 512,
     model: Annotated[Optional[str], typer.Option(help="Model preset or config.json (parameters, weight dtype).")] = None,
     params_b: Annotated[Optional[float], typer.Option(help="Parameters in billions (overrides the model's).")] = None,
-    weights_gb: Annotated[Optional[float], typer.Option(help="Weight bytes in GB (default: params x weight dtype).")] = None,
+    weights_gb: WeightsGb = None,
     gpu: Annotated[Optional[str], typer.Option(help="GPU name for peak FLOP/s and HBM bandwidth.")] = None,
     peak_tflops: Annotated[Optional[float], typer.Option(help="Dense 16-bit peak per device, TFLOP/s.")] = None,
     hbm_tbps: Annotated[Optional[float], typer.Option(help="HBM bandwidth per device, TB/s.")] = None,
@@ -31,14 +33,23 @@ def chunked_prefill_command(
     """Model iteration time, TTFT and ITL with monolithic versus chunked prefill (seed 003 napkin 0.5)."""
     geometry = resolve_geometry(model) if model is not None else None
     params = params_count(geometry, params_b)
-    weights = weights_gb * 1e9 if weights_gb is not None else weight_bytes_total(geometry, params, None)
+    weights = (float(parse_size(weights_gb, "--weights-gb")) if weights_gb is not None
+               else weight_bytes_total(geometry, params, None))
     peak, bandwidth = _device_rates(gpu, peak_tflops, hbm_tbps)
     plan = plan_chunked_prefill(
         params=params, weight_bytes=weights, peak_flops=peak, memory_bandwidth=bandwidth,
         decode_batch=decode_batch, prompt_tokens=prompt, chunk_tokens=chunk,
         decode_mfu=decode_mfu, prefill_mfu=prefill_mfu, devices=tp,
     )
-    emit(as_json, to_jsonable(plan), _render(plan))
+    assumptions = (
+        option("decode MFU", f"{decode_mfu:g}", "--decode-mfu", given=decode_mfu != 0.5,
+               default_source="seed 003 napkin 0.5"),
+        option("prefill MFU", f"{prefill_mfu:g}", "--prefill-mfu", given=prefill_mfu != 0.6,
+               default_source="seed 003 napkin 0.5"),
+    )
+    rendered = _render(plan)
+    emit(as_json, {**to_jsonable(plan), "assumptions": to_jsonable(assumptions)},
+         Rendered(rendered.title, rendered.tables, rendered.why, assumptions))
 
 
 def _device_rates(gpu: Optional[str], peak_tflops: Optional[float], hbm_tbps: Optional[float]) -> tuple[float, float]:

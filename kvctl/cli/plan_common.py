@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
+from kvctl.cli.fit_table import FitTable
 from kvctl.cli.output import console, print_json
 from kvctl.errors import InputError
 
@@ -66,11 +67,13 @@ def gb_to_bytes(value: float, *, name: str) -> int:
 
 @dataclass(frozen=True)
 class Rendered:
-    """What a command shows: a title, tables, and one 'why' line per recommendation."""
+    """What a command shows: a title, tables, one 'why' line per recommendation, and the
+    assumptions (kvctl.sizing.budget.Assumption) the numbers rest on."""
 
     title: str
     tables: Sequence[Table]
     why: Sequence[str] = ()
+    assumptions: Sequence[Any] = ()
 
 
 def emit(as_json: bool, document: dict[str, Any], rendered: Rendered) -> None:
@@ -88,13 +91,23 @@ def emit(as_json: bool, document: dict[str, Any], rendered: Rendered) -> None:
             natural = Measurement.get(out, out.options.update_width(1000), table).maximum
             target = Console(file=out.file, width=max(out.width, natural), soft_wrap=False)
         target.print(table)
+    # A pipe gets each line whole (for grep); a terminal wraps them at word boundaries.
+    whole_lines = not out.is_terminal
     for line in rendered.why:
-        out.print(f"why: {line}", highlight=False, soft_wrap=True)
+        out.print(f"why: {line}", highlight=False, soft_wrap=whole_lines)
+    for item in rendered.assumptions:
+        out.print(f"assumes: {item.name}: {item.value} ({item.source})", highlight=False,
+                  soft_wrap=whole_lines)
+    if rendered.tables:
+        from kvctl.cli.glossary_terms import FOOTER
+
+        out.print(FOOTER, highlight=False, style="dim")
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
-    """A plain Rich table; the first column left-aligned, the rest right-aligned."""
-    result = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    """A plain Rich table (split rather than cut when too wide: FitTable); the first column
+    left-aligned, the rest right-aligned."""
+    result = FitTable(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for index, column in enumerate(columns):
         result.add_column(column, justify="left" if index == 0 else "right", no_wrap=True)
     for row in rows:

@@ -9,10 +9,21 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvctl.cli.budget_options import (
+    Gpu,
+    HbmGb,
+    Headroom,
+    ReserveGb,
+    RuntimeGbAlias,
+    hardware_budget,
+    parse_size,
+)
 from kvctl.cli.output import console, to_jsonable
-from kvctl.cli.plan_common import Rendered, emit, gb_to_bytes, table
-from kvctl.cli.plan_model import check_context, params_count, resolve_gpu, token_bytes
+from kvctl.cli.plan_assumptions import plan_assumptions, tool_waits, weights_source
+from kvctl.cli.plan_common import Rendered, emit, table
+from kvctl.cli.plan_model import check_context, params_count, token_bytes
 from kvctl.errors import InputError
+from kvctl.sizing.budget import DEFAULT_GPU, DEFAULT_TAU_HIGH, Assumption
 from kvctl.sizing.plan.capacity import hbm_split, plan_capacity
 from kvctl.sizing.plan.capacity_workload import admission_ceiling
 from kvctl.sizing.plan.links import retention_tiers
@@ -25,23 +36,27 @@ _GPU_LINKS = {"PCIe Gen4 x16": "pcie-gen4", "PCIe Gen5 x16": "pcie-gen5"}
 
 def recommend_command(
     model: Annotated[str, typer.Option(help="Model preset or config.json (also the --model-path shown).")],
-    gpu: Annotated[str, typer.Option(help="GPU name (HBM, bandwidth, peak FLOP/s, host link).")],
     context: Annotated[int, typer.Option(help="Average context tokens per trajectory.")],
     output: Annotated[int, typer.Option(help="Average output tokens per trajectory.")],
+    gpu: Gpu = DEFAULT_GPU,
     gpus: Annotated[Optional[int], typer.Option(help="Devices (default TP x PP).")] = None,
     tp: Annotated[int, typer.Option(help="Tensor parallelism.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline parallelism.")] = 1,
     kv_dtype: Annotated[Optional[str], typer.Option(help="KV dtype (default: the model's).")] = None,
-    hbm_gb: Annotated[Optional[float], typer.Option(help="HBM per device, GB (overrides the GPU's).")] = None,
-    runtime_gb: Annotated[float, typer.Option(help="Activations + runtime reserve per device, GB (default: seed 003 napkin 0.7).")] = 4.5,
-    headroom: Annotated[float, typer.Option(help="Free-block margin (fraction).")] = 0.10,
-    tau_high: Annotated[float, typer.Option(help="Admission ceiling on U_KV.")] = 0.88,
+    hbm_gb: HbmGb = None,
+    reserve_gb: ReserveGb = None,
+    runtime_gb: RuntimeGbAlias = None,
+    headroom: Headroom = None,
+    tau_high: Annotated[float, typer.Option(help="Admission ceiling on U_KV.")] = DEFAULT_TAU_HIGH,
     shared_tokens: Annotated[int, typer.Option(help="Prefix tokens every trajectory shares.")] = 0,
-    generation_seconds: Annotated[float, typer.Option(help="Generation time per turn, s.")] = 5.0,
-    tool_wait_seconds: Annotated[float, typer.Option(help="Typical tool wait per turn, s.")] = 45.0,
+    generation_seconds: Annotated[Optional[float], typer.Option(
+        help="Generation time per turn, s (default 5).")] = None,
+    tool_wait_seconds: Annotated[Optional[float], typer.Option(help=(
+        "Typical tool wait per turn, s; sizes HiCache by Little's law (without it HiCache "
+        "is left off)."))] = None,
     itl_target_ms: Annotated[float, typer.Option(help="Inter-token latency target, ms.")] = 50.0,
     prefill_mfu: Annotated[float, typer.Option(help="Achieved MFU of prefill / mixed iterations.")] = 0.6,
-    host_gb: Annotated[Optional[float], typer.Option(help="Host DRAM per device HiCache may use, GB (caps --hicache-size).")] = None,
+    host_gb: Annotated[Optional[str], typer.Option(help="Host DRAM per device HiCache may use (caps --hicache-size); GB, or with a unit.")] = None,
     validate_with_replay: Annotated[Optional[Path], typer.Option(
         "--validate-with-replay", metavar="PATH",
         help=("Replay this scenario (.yaml) or Mooncake trace (.jsonl) through SGLang's radix "
@@ -56,14 +71,16 @@ def recommend_command(
     devices = gpus if gpus is not None else tp * pp
     tokens = token_bytes(model=model, bytes_per_token=None, kv_dtype=kv_dtype, tp=tp, pp=pp)
     check_context(tokens.geometry, context + output)
-    spec = resolve_gpu(gpu)
+    hardware = hardware_budget(gpu=gpu, hbm_gb=hbm_gb, reserve_gb=reserve_gb, runtime_gb=runtime_gb,
+                               headroom=headroom)
+    spec = hardware.gpu
+    waits = tool_waits(tool_wait_seconds, generation_seconds)
     params = params_count(tokens.geometry, None)
     weights = weights_per_rank(round(params), tokens.geometry.weight_dtype, tp, pp)
-    hbm = gb_to_bytes(hbm_gb, name="--hbm-gb") if hbm_gb is not None else int(spec.hbm_bytes)
-    split = hbm_split(hbm_bytes=hbm, weights_bytes=weights,
-                      runtime_bytes=gb_to_bytes(runtime_gb, name="--runtime-gb"), devices=devices)
+    split = hbm_split(hbm_bytes=hardware.hbm_bytes, weights_bytes=weights,
+                      runtime_bytes=hardware.reserve_bytes, devices=devices)
     plan = plan_capacity(split=split, bytes_per_token=tokens.model, bytes_per_token_per_device=tokens.per_device,
-                         tp=tp, pp=pp, headroom=headroom, context_tokens=context, output_tokens=output,
+                         tp=tp, pp=pp, headroom=hardware.headroom, context_tokens=context, output_tokens=output,
                          shared_tokens=shared_tokens)
     tiers = retention_tiers(devices=tp * pp, primary_link=_GPU_LINKS.get(spec.host_link_name, "pcie-gen5"))
     retention = plan_retention(context_tokens=context, bytes_per_token=tokens.model, params=params,
@@ -72,25 +89,30 @@ def recommend_command(
         plan=plan, admission=admission_ceiling(plan, tau_high=tau_high), host_tier=retention.tiers[0],
         params=params, peak_flops_per_device=float(spec.peak_bf16_flops),
         weight_stream_seconds=weights / float(spec.hbm_bandwidth_bytes_per_s),
-        tool_wait_seconds=tool_wait_seconds, generation_seconds=generation_seconds,
+        tool_wait_seconds=tool_wait_seconds, generation_seconds=waits.generation_seconds,
         itl_target_seconds=itl_target_ms / 1e3, prefill_mfu=prefill_mfu,
-        host_budget_bytes=gb_to_bytes(host_gb, name="--host-gb") if host_gb is not None else None,
+        host_budget_bytes=parse_size(host_gb, "--host-gb") if host_gb is not None else None,
     )
+    assumptions = plan_assumptions(
+        hardware, weights=weights_source(None, None, tokens.geometry),
+        waits=waits if tool_wait_seconds is not None else None, tau_high=tau_high,
+        extra=_recommend_assumptions(tool_wait_seconds, waits, prefill_mfu, itl_target_ms))
     launch = ["python", "-m", "sglang.launch_server", "--model-path", _model_path(model, tokens.geometry),
               "--tp", str(tp)]
     if pp > 1:
         launch += ["--pp", str(pp)]
     launch += list(advice.launch_args)
     document = {**to_jsonable(advice), "launch_args": list(advice.launch_args),
-                "command": shlex.join(launch), "capacity": to_jsonable(plan)}
+                "command": shlex.join(launch), "capacity": to_jsonable(plan),
+                "assumptions": to_jsonable(assumptions)}
     if validate_with_replay is None:
-        emit(as_json, document, _render(advice, shlex.join(launch), model, gpu, devices))
+        emit(as_json, document, _render(advice, shlex.join(launch), model, gpu, devices, assumptions))
         return
     validation = _replay(validate_with_replay, advice, plan, model=model, gpu=gpu,
                          devices=devices, tp=tp, pp=pp, tau_high=tau_high,
                          prefill_mfu=prefill_mfu, limit=limit, progress=not as_json)
     document["validation"] = _validation_document(validation)
-    emit(as_json, document, _render(advice, shlex.join(launch), model, gpu, devices))
+    emit(as_json, document, _render(advice, shlex.join(launch), model, gpu, devices, assumptions))
     if not as_json:
         _print_validation(validation)
 
@@ -101,12 +123,27 @@ def _model_path(spec: str, geometry) -> str:
     return match.group("repo") if match else spec
 
 
-def _render(advice: Recommendation, command: str, model: str, gpu: str, devices: int) -> Rendered:
+def _recommend_assumptions(tool_wait_seconds, waits, prefill_mfu: float,
+                           itl_target_ms: float) -> tuple[Assumption, ...]:
+    """recommend's own inputs: the tool wait (or its absence), prefill MFU, ITL target."""
+    lines = []
+    if tool_wait_seconds is None:
+        lines.append(Assumption("tool wait", "unknown: HiCache left off",
+                                "give --tool-wait-seconds"))
+    lines.append(Assumption("prefill MFU", f"{prefill_mfu:g}", "--prefill-mfu" if prefill_mfu != 0.6
+                            else "default: seed 003 napkin 0.5"))
+    lines.append(Assumption("ITL target", f"{itl_target_ms:g} ms", "--itl-target-ms" if itl_target_ms != 50
+                            else "default: kvctl's"))
+    return tuple(lines)
+
+
+def _render(advice: Recommendation, command: str, model: str, gpu: str, devices: int,
+            assumptions=()) -> Rendered:
     rows = ([a.flag, "(off)" if a.value is None else (a.value or "on")] for a in advice.flags)
     why = [f"{a.flag}: {a.reason}" for a in advice.flags]
     why.append(f"launch: {command}")
     return Rendered(f"SGLang flags for {model} on {devices} x {gpu}",
-                    [table(None, ["flag", "value"], rows)], why)
+                    [table(None, ["flag", "value"], rows)], why, assumptions)
 
 
 # ----- --validate-with-replay (the engine is imported only here) ---------------------------

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvctl.cli.output import to_jsonable
+from kvctl.cli.plan_assumptions import option
 from kvctl.cli.plan_common import Rendered, emit, ms, secs, table
 from kvctl.cli.plan_model import check_context, params_count, resolve_gpu, token_bytes
 from kvctl.errors import InputError
@@ -56,6 +57,7 @@ def retention_command(
         raise InputError("give exactly one of --prefill-tflops or --gpu")
     spec = resolve_gpu(gpu) if gpu is not None else None
     rate = prefill_tflops * 1e12 if spec is None else mfu * float(spec.peak_bf16_flops) * tp
+    link_given = link is not None
     if link is None:
         link = _GPU_LINKS.get(spec.host_link_name, "pcie-gen5") if spec is not None else "pcie-gen5"
     tiers = retention_tiers(
@@ -77,7 +79,31 @@ def retention_command(
         "speedup_vs_recompute": primary.speedup_vs_recompute,
         **to_jsonable(plan),
     }
-    emit(as_json, document, _render(plan))
+    assumptions = _assumptions(spec, mfu, tp, link, link_given, link_gbps, link_efficiency, nvme_gbps, tier_after,
+                               dram_price_ratio, stall_ms)
+    document["assumptions"] = to_jsonable(assumptions)
+    rendered = _render(plan)
+    emit(as_json, document, Rendered(rendered.title, rendered.tables, rendered.why, assumptions))
+
+
+def _assumptions(spec, mfu, tp, link, link_given, link_gbps, efficiency, nvme_gbps, tier_after, price, stall_ms):
+    """The retention inputs that were defaulted or derived, beside those given."""
+    rate = (f"{mfu:g} x {spec.name} peak x TP {tp}" if spec is not None else "--prefill-tflops")
+    return (
+        option("prefill rate", rate, "--mfu" if spec is not None and mfu != 0.45 else "--prefill-tflops",
+               given=spec is None or mfu != 0.45, default_source="MFU 0.45, seed 003 napkin 0.6"),
+        option("host link", f"{link_gbps:g} GB/s measured" if link_gbps is not None else link,
+               "--link-gbps" if link_gbps is not None else "--link",
+               given=link_gbps is not None or link_given,
+               default_source="the GPU's slot, else pcie-gen5"),
+        option("link efficiency", f"{efficiency:g}", "--link-efficiency", given=efficiency != 1.0,
+               default_source="rated bandwidth"),
+        option("NVMe tier", f"{nvme_gbps:g} GB/s, waits >= {tier_after:g} s", "--nvme-gbps/--tier-after",
+               given=tier_after != 120.0 or nvme_gbps != NVME_DRIVE_BYTES_PER_S / 1e9,
+               default_source="one NVMe drive, 120 s"),
+        option("DRAM price, stall", f"mu ratio {price:g}, {stall_ms:g} ms tolerated",
+               "--dram-price-ratio/--stall-ms", given=bool(price or stall_ms), default_source="0, 0"),
+    )
 
 
 def _render(plan: RetentionPlan) -> Rendered:

@@ -4,7 +4,8 @@ The command parses options into `ReplaySettings`, validates everything (trace li
 policies, pool size) before an engine exists, runs the replay (a Rich progress bar on a
 TTY, never under --json), then prints the report (Rich tables, or --json) and, with
 --out DIR, writes report.json, timeline.csv and PNG plots atomically. With --sweep it runs
-the grid, each run in its own process with --parallel N, and prints one ranked table.
+the grid, each run in its own process with --parallel N (or one Ray task per run with
+--executor ray, kvctl.replay.ray_executor), and prints one ranked table.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import typer
 
 from engine_adapter.embedded.config import EVICTION_POLICIES
 from kvctl.cli.device_option import DeviceOption, resolve_device_option
+from kvctl.errors import InputError
 from kvctl.replay.engine_setup import DEFAULT_GPU, DEFAULT_MODEL, Deployment
 from kvctl.replay.runner import RETENTION_CHOICES, ReplaySettings
 
@@ -48,13 +50,23 @@ def replay_command(
     decode_quantum: Annotated[Optional[int], Opt(help=(
         "Decode Q tokens per request per step (default 1, SGLang's per-token decode path); "
         "larger is faster for long traces, with coarser timing."))] = None,
-    limit: Annotated[Optional[int], Opt(help="Replay only the first N requests.")] = None,
+    limit: Annotated[Optional[int], Opt(help=(
+        "Replay only the first N requests of a trace, or the first N sessions of a scenario "
+        "(each session issues several requests)."))] = None,
     seed: Annotated[Optional[int], Opt(help=(
         "Seed (default: a scenario's own, else 0); same seed, same report."))] = None,
     sweep: Annotated[Optional[list[str]], Opt(help=(
         "KEY=V1,V2 grid axis, repeatable; keys: eviction, pool-tokens, pool-gb, page-size, "
         "retention, tau-high, tree-core, token-budget, max-running, decode-quantum."))] = None,
-    parallel: Annotated[int, Opt(help="Sweep runs in parallel processes.")] = 1,
+    parallel: Annotated[int, Opt(help=(
+        "Sweep runs in parallel processes (with --executor ray and no --ray-address: the "
+        "local Ray instance's CPUs)."))] = 1,
+    executor: Annotated[str, Opt(help=(
+        "Where sweep runs go: local (processes here) or ray (one Ray task per grid point)."))
+    ] = "local",
+    ray_address: Annotated[Optional[str], Opt(help=(
+        "With --executor ray: the cluster (auto, HOST:PORT, ray://HOST:PORT); default: start "
+        "a local Ray instance."))] = None,
     out: Annotated[Optional[Path], Opt(help=(
         "Write report.json, timeline.csv and PNG plots here."))] = None,
     json_output: Annotated[bool, Opt("--json", help="Print the report as JSON.")] = False,
@@ -68,8 +80,15 @@ def replay_command(
         max_running_requests=max_running, decode_quantum=decode_quantum, limit=limit, seed=seed,
         device=resolve_device_option(device),
     )
+    if executor not in ("local", "ray"):
+        raise InputError(f"--executor {executor!r}: expected local or ray")
+    if executor == "ray" and not sweep:
+        raise InputError("--executor ray runs sweeps: give --sweep KEY=V1,V2")
+    if ray_address is not None and executor != "ray":
+        raise InputError("--ray-address needs --executor ray")
     if sweep:
-        _sweep(base, sweep, parallel, out, json_output)
+        _sweep(base, sweep, parallel, out, json_output, executor=executor,
+               ray_address=ray_address)
     else:
         _single(base, out, json_output)
 
@@ -95,7 +114,7 @@ def _single(settings: ReplaySettings, out: Path | None, json_output: bool) -> No
 
 
 def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | None,
-           json_output: bool) -> None:
+           json_output: bool, executor: str = "local", ray_address: str | None = None) -> None:
     from kvctl.cli.output import console, print_json
     from kvctl.replay import sweep as sweeps
     from kvctl.replay.plots import plot_hit_rate_vs_pool, write_outputs
@@ -103,7 +122,7 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
 
     axes = sweeps.parse_sweeps(options)
     runs = sweeps.grid(base, axes)
-    sweeps.validate(runs)
+    pools = sweeps.validate(runs)
     done: list[int] = []
     with ProgressBar(not json_output, "sweep runs", total=len(runs)) as bar:
 
@@ -111,14 +130,21 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
             done.append(index)
             bar.runs_done(len(done))
 
-        results = sweeps.run_sweep(runs, parallel=parallel, on_done=on_done)
+        if executor == "ray":
+            from kvctl.replay.ray_executor import run_sweep_ray
+
+            results = run_sweep_ray(runs, pools, address=ray_address, local_cpus=parallel,
+                                    on_update=bar.runs_state)
+        else:
+            results = sweeps.run_sweep(runs, parallel=parallel, on_done=on_done)
     rows = sweeps.rank(runs, results)
-    document = sweeps.sweep_document(axes, rows, results)
+    document = sweeps.sweep_document(axes, rows, results, runs)
     if out is not None:
         title = Path(base.workload).name
-        for settings, result in zip(runs, results):
-            write_outputs(out / sweeps.slug(settings.label), result.report.to_dict(),
-                          result.timeline, f"{title} ({settings.label})")
+        for settings, outcome in zip(runs, results):
+            if outcome.result is not None:
+                write_outputs(out / sweeps.slug(settings.label), outcome.result.report.to_dict(),
+                              outcome.result.timeline, f"{title} ({settings.label})")
         points = sweeps.hit_vs_pool_points(rows)
         if points:
             plot_hit_rate_vs_pool(points, out / "hit_rate_vs_pool.png", title)
@@ -171,6 +197,12 @@ class ProgressBar:
         if self.bar is not None:
             self.bar.update(self.task, completed=count)
 
+    def runs_state(self, state) -> None:
+        """A Ray sweep's SweepProgress: done and failed complete the bar; running is shown."""
+        if self.bar is not None:
+            self.bar.update(self.task, completed=state.done + state.failed,
+                            detail=f"{state.running} running, {state.failed} failed")
+
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.stop()
@@ -185,6 +217,9 @@ def render_report(doc: dict):
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
+
+    from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.glossary_terms import FOOTER
 
     s, d, w = doc["settings"], doc["deployment"], doc["workload"]
     header = Text.assemble(
@@ -224,7 +259,7 @@ def render_report(doc: dict):
         ("virtual time / steps", f"{doc['virtual_time_s']:,.1f} s / {doc['steps']:,}", ""),
     ):
         figures.add_row(name, value, note)
-    funnel = Table(title="prefix-hit funnel (seed 000 0x0CF)",
+    funnel = FitTable(title="prefix-hit funnel (seed 000 0x0CF)",
                    title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("stage / rejection bucket", "requests", "tokens"):
         justify = "left" if column == "stage / rejection bucket" else "right"
@@ -249,31 +284,55 @@ def render_report(doc: dict):
     parts += [Text(f"alert at end: {a['name']} ({a['severity']}): {a['evidence']}", style="yellow")
               for a in doc.get("alerts_at_end", ())]
     parts.append(Text("\n".join(f"- {note}" for note in doc["notes"]), style="dim"))
+    parts.append(Text(FOOTER, style="dim"))
     return Group(*parts)
 
 
 def _sweep_table(rows, title: str):
     from rich import box
-    from rich.table import Table
+
+    from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.glossary_terms import FOOTER
 
     axes = " / ".join(rows[0].params) if rows else ""
-    table = Table(title=f"sweep over {title} ({axes}), ranked by hit rate", title_justify="left",
-                  caption="TTFT p99 is modeled (roofline virtual clock); evicted tokens in --json",
-                  caption_justify="left", box=box.SIMPLE_HEAD)
+    table = FitTable(title=f"sweep over {title} ({axes}), ranked by hit rate", title_justify="left",
+                     caption=("TTFT p99 is modeled (roofline virtual clock); evicted tokens in "
+                              f"--json\n{FOOTER}"),
+                     caption_justify="left", box=box.SIMPLE_HEAD, key_columns=2)
     pool_swept = any(key in ("pool-tokens", "pool-gb") for key in (rows[0].params if rows else {}))
     columns = ["#", "run", "hit rate", "evictions", "retractions", "TTFT p99", "U_KV peak"]
     if not pool_swept:
         columns.insert(2, "pool")
     for column in columns:
         table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)
+    marked = any(row.attempts > 1 or row.failure for row in rows)
+    if marked:
+        columns.append("note")
     for row in rows:
-        cells = [str(row.rank), " / ".join(row.params.values()) or row.label, f"{row.hit_rate:.2%}",
-                 f"{row.evictions:,}", f"{row.retractions:,}", _sec(row.ttft_p99_s),
-                 f"{row.peak_kv_utilization:.1%}"]
+        cells = [str(row.rank), " / ".join(row.params.values()) or row.label,
+                 _pct(row.hit_rate, 2), _int(row.evictions), _int(row.retractions),
+                 _sec(row.ttft_p99_s), _pct(row.peak_kv_utilization, 1)]
         if not pool_swept:
             cells.insert(2, f"{row.pool_tokens:,}")
-        table.add_row(*cells)
+        if marked:
+            cells.append(_run_note(row))
+        table.add_row(*cells, style="red" if row.failure else None)
     return table
+
+
+def _run_note(row) -> str:
+    """'failed: <why>' or 'retried after: <why>' (a Ray sweep's lost runs), else ''."""
+    if row.failure:
+        return f"failed after {row.attempts} attempt(s): {row.failure}"
+    return f"retried after: {row.retried_after}" if row.attempts > 1 else ""
+
+
+def _pct(value, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}%}"
+
+
+def _int(value) -> str:
+    return "-" if value is None else f"{value:,}"
 
 
 def _p50_p99(stats: dict) -> str:

@@ -55,6 +55,14 @@ class PoolBudget:
     pool_bytes: int
 
 
+class NoPoolError(InputError):
+    """The weights and the reserve (or SGLang's slack) leave nothing for the KV pool.
+
+    A sizing question with an answer ("it does not fit"), so `kvctl size` reports it rather
+    than failing; the plan commands still treat it as bad input.
+    """
+
+
 def weights_per_rank(num_params: int, weight_dtype: str, tp: int = 1, pp: int = 1) -> int:
     """Seed 003 eq. (4): N_params * b_weight / (TP * PP), rounded up to whole bytes."""
     _positive("num_params", num_params)
@@ -70,7 +78,7 @@ def reserve_budget(hbm_bytes: int, weights_bytes: int, reserve_bytes: int) -> Po
     _non_negative("runtime reserve", reserve_bytes)
     pool = hbm_bytes - weights_bytes - reserve_bytes
     if pool <= 0:
-        raise InputError(
+        raise NoPoolError(
             f"weights ({weights_bytes / GIB:.2f} GiB/GPU) and runtime reserve "
             f"({reserve_bytes / GIB:.2f} GiB/GPU) leave no KV pool on a "
             f"{hbm_bytes / GIB:.2f} GiB GPU; raise --tp/--pp or use a larger GPU"
@@ -109,7 +117,7 @@ def sglang_budget(
     rest_gib = available_gib - slack_gib
     if rest_gib <= 0:
         minimum = 1 - available_gib / (pre_load / _GIB_FLOAT)
-        raise InputError(
+        raise NoPoolError(
             f"weights leave no KV pool under mem_fraction_static={mem_fraction_static}; "
             f"SGLang needs more than {minimum:.4f} on this GPU"
         )

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.integration
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 PRESSED = ("plan", "recommend", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--hbm-gb", "24",
-           "--runtime-gb", "1", "--context", "7000", "--output", "300", "--shared-tokens", "1200",
+           "--reserve-gb", "1", "--context", "7000", "--output", "300", "--shared-tokens", "1200",
+           "--tool-wait-seconds", "45",
            "--validate-with-replay", str(SCENARIOS / "tree-of-thought.yaml"), "--limit", "4")
 SPLIT = ("plan", "recommend", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--gpus", "2",
          "--context", "6000", "--output", "300", "--tool-wait-seconds", "0.01",

@@ -11,8 +11,10 @@ from kvctl.cli.app import app
 pytestmark = pytest.mark.unit
 
 MANIFEST = str(Path(__file__).resolve().parents[2] / "examples" / "layouts" / "seed000_0x03F.yaml")
-NAPKIN_0_7 = ["--hbm-gb", "80", "--gpus", "8", "--tp", "8", "--weights-gb", "17.5", "--runtime-gb", "4.5",
-              "--context", "32768", "--output", "2048", "--shared-tokens", "24576"]
+# Seed 003 napkin 0.7's inputs: 80 GB per GPU, 140 GB of weights (17.5 GB per GPU at TP=8),
+# 4.5 GB reserve, 10% headroom.
+NAPKIN_0_7 = ["--hbm-gb", "80", "--gpus", "8", "--tp", "8", "--weights-gb", "140", "--reserve-gb", "4.5",
+              "--headroom", "0.1", "--context", "32768", "--output", "2048", "--shared-tokens", "24576"]
 
 
 def run(*args):
@@ -42,7 +44,7 @@ def test_capacity_json_reproduces_napkin_0_7():
 
 def test_capacity_from_model_and_params():
     """--model Llama-3.1-70B --params-b 70 derives 17.5 GB weights per GPU and the same 36 / 122."""
-    args = [a for a in NAPKIN_0_7 if a not in ("--weights-gb", "17.5")]
+    args = [a for a in NAPKIN_0_7 if a not in ("--weights-gb", "140")]
     doc = run_json("plan", "capacity", "--model", "Llama-3.1-70B", "--params-b", "70", *args)
     assert doc["split"]["weights_bytes"] == 17_500_000_000
     assert (doc["max_trajectories_unshared"], doc["max_trajectories_shared"]) == (36, 122)
@@ -55,11 +57,32 @@ def test_capacity_table_has_why_lines():
     assert "why: holding 24,576 shared tokens once lifts that to 122 (3.39x)" in result.stdout
 
 
-def test_capacity_rejects_gpu_and_hbm_together():
-    """--gpu and --hbm-gb are alternatives: one-line error, exit 2."""
-    result = run("plan", "capacity", "--bytes-per-token", "327680", "--gpu", "H100", *NAPKIN_0_7)
-    assert result.exit_code == 2
-    assert result.stderr == "kvctl: error: give exactly one of --gpu or --hbm-gb\n"
+def test_capacity_hbm_overrides_the_gpu_preset_as_in_size():
+    """--hbm-gb overrides --gpu's capacity (as in `kvctl size`); 80GiB and 85.899345920 GB
+    are the same bytes."""
+    binary = run_json("plan", "capacity", "--bytes-per-token", "327680", "--gpu", "H100",
+                      *[a if a != "80" else "80GiB" for a in NAPKIN_0_7])
+    assert binary["split"]["hbm_bytes"] == 85_899_345_920
+    decimal = run_json("plan", "capacity", "--bytes-per-token", "327680", "--gpu", "H100", *NAPKIN_0_7)
+    assert decimal["split"]["hbm_bytes"] == 80_000_000_000
+
+
+def test_capacity_runtime_gb_is_a_hidden_alias_of_reserve_gb():
+    """The old `--runtime-gb 4.5` still works and gives napkin 0.7's 36 / 122."""
+    args = ["--runtime-gb" if a == "--reserve-gb" else a for a in NAPKIN_0_7]
+    doc = run_json("plan", "capacity", "--bytes-per-token", "327680", *args)
+    assert doc["split"]["runtime_bytes"] == 4_500_000_000
+    assert (doc["max_trajectories_unshared"], doc["max_trajectories_shared"]) == (36, 122)
+
+
+def test_capacity_prints_its_assumptions():
+    """Defaults are printed and marked: the 4.5 GB reserve, 10% headroom, the H100 preset."""
+    result = run("plan", "capacity", "--bytes-per-token", "327680", "--gpus", "8", "--tp", "8",
+                 "--params-b", "70", "--context", "32768", "--output", "2048")
+    assert result.exit_code == 0, result.output
+    assert "assumes: reserve: 4.50 GB (4.19 GiB) per device (default: seed 003 napkin 0.7)" in result.stdout
+    assert "assumes: headroom: 10% of pool tokens kept free (default: seed 003 napkin 0.7)" in result.stdout
+    assert "assumes: HBM: 80.00 GiB (85.90 GB) per device (default: preset H100-SXM)" in result.stdout
 
 
 def test_capacity_rejects_context_beyond_the_model_window():
@@ -166,11 +189,22 @@ def test_shared_prefix_tree_reproduces_0x0BE():
 def test_recommend_prints_a_launch_line():
     """plan recommend ends with an SGLang launch command carrying every recommended flag."""
     doc = run_json("plan", "recommend", "--model", "Llama-3.1-70B", "--gpu", "H100", "--gpus", "8", "--tp", "8",
-                   "--context", "32768", "--output", "2048", "--shared-tokens", "24576")
+                   "--context", "32768", "--output", "2048", "--shared-tokens", "24576",
+                   "--tool-wait-seconds", "45")
     for flag in ("--mem-fraction-static", "--page-size", "--radix-eviction-policy", "--max-running-requests",
                  "--chunked-prefill-size", "--enable-hierarchical-cache", "--hicache-size"):
         assert flag in doc["command"]
     assert doc["command"].startswith("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B --tp 8")
+
+
+def test_recommend_without_a_tool_wait_leaves_hicache_off_and_says_so():
+    """No --tool-wait-seconds: no HiCache flags are invented; the reason and the assumption say why."""
+    result = run("plan", "recommend", "--model", "Llama-3.1-70B", "--gpus", "8", "--tp", "8",
+                 "--context", "32768", "--output", "2048", "--shared-tokens", "24576")
+    assert result.exit_code == 0, result.output
+    assert "--hicache-size" not in result.stdout
+    assert "give --tool-wait-seconds to size HiCache" in result.stdout
+    assert "assumes: tool wait: unknown: HiCache left off (give --tool-wait-seconds)" in result.stdout
 
 
 def test_addr_reproduces_0x03F():
@@ -186,3 +220,22 @@ def test_addr_rejects_0x03G_token_25():
     assert result.exit_code == 2
     assert result.stderr == ("kvctl: error: rejected at request visibility: token 25 is outside "
                              "request B's context [0, 25)\n")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-5"])
+def test_recommend_rejects_a_tool_wait_that_is_not_a_positive_finite_number(value):
+    """--tool-wait-seconds sizes HiCache by Little's law: NaN, inf, 0 and negatives are exit 2."""
+    result = run("plan", "recommend", "--model", "Llama-3-8B", "--context", "4096", "--output", "256",
+                 "--tool-wait-seconds", value)
+    assert result.exit_code == 2
+    assert "--tool-wait-seconds must be a positive, finite number of seconds" in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--hbm-gb", "--weights-gb", "--reserve-gb"])
+@pytest.mark.parametrize("value", ["nan", "inf", "80 furlongs"])
+def test_capacity_size_options_reject_non_sizes(option, value):
+    """Every --*-gb option goes through one parser: NaN, inf and unknown units are exit 2."""
+    result = run("plan", "capacity", "--bytes-per-token", "327680", "--params-b", "70", "--context", "1024",
+                 "--output", "0", option, value)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"kvctl: error: {option} '{value}'")

@@ -13,8 +13,10 @@ from kvctl.cli.app import app
 pytestmark = pytest.mark.unit
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
+# Seed 003 napkin math 0.1's own inputs: 141.2 GB of weights, 2.5 GB reserve, no headroom.
 NAPKIN_0_1 = ["size", "--model", "Llama-3.1-70B", "--gpu", "H100-SXM", "--gpus", "8", "--tp", "8",
-              "--weights-gb", "141.2", "--reserve-gb", "2.5", "--context", "8192,32768,131072"]
+              "--weights-gb", "141.2", "--reserve-gb", "2.5", "--headroom", "0",
+              "--context", "8192,32768,131072"]
 
 
 def run(*args: str):
@@ -44,12 +46,28 @@ def test_json_document_carries_the_numbers():
 
 
 def test_demo_command_with_the_long_context_preset():
-    """The demo shape (8 x H100, TP=8, 8K/32K/128K) runs with counted weights."""
+    """The demo shape (8 x H100, TP=8, 8K/32K/128K) with napkin 0.1's 2.5 GB reserve and no
+    headroom, counted weights: still 195 / 48 / 12."""
     result = run("size", "--model", "Llama-3.1-70B", "--gpu", "H100-SXM", "--gpus", "8",
-                 "--tp", "8", "--context", "8192,32768,131072", "--json")
+                 "--tp", "8", "--reserve-gb", "2.5", "--headroom", "0",
+                 "--context", "8192,32768,131072", "--json")
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["contexts"]
     assert [row["max_trajectories"] for row in rows] == [195, 48, 12]
+
+
+def test_defaults_are_plan_capacitys_defaults():
+    """Defaults (4.5 GB reserve, 10% headroom, 80 GiB H100): per GPU 80 GiB - 17,638,426,624 B
+    weights - 4.5e9 B = 63,760,919,296 B -> 1,556,663 tokens of 40,960 B; 90% = 1,400,996;
+    // 32,768 = 42 trajectories at 32k, as `plan capacity --output 0` gives."""
+    doc = json.loads(run("size", "--model", "Llama-3.1-70B", "--gpus", "8", "--tp", "8",
+                         "--context", "32768", "--json").stdout)
+    assert doc["budget"]["pool_bytes"] == 80 * 2**30 - 17_638_426_624 - 4_500_000_000
+    assert [row["max_trajectories"] for row in doc["contexts"]] == [42]
+    plan = json.loads(run("plan", "capacity", "--model", "Llama-3.1-70B", "--gpus", "8", "--tp", "8",
+                          "--context", "32768", "--output", "0", "--json").stdout)
+    assert plan["max_trajectories_unshared"] == 42
+    assert plan["split"]["kv_pool_bytes"] == doc["budget"]["pool_bytes"]
 
 
 def test_config_directory_and_k_suffix_contexts():
@@ -141,3 +159,53 @@ def test_help_lists_the_options():
     for option in ("--model", "--gpu", "--hbm-gb", "--tp", "--pp", "--kv-dtype", "--mem-fraction",
                    "--context", "--page-size", "--batch", "--json"):
         assert option in result.stdout
+
+
+def test_model_that_does_not_fit_still_shows_bytes_per_token_and_the_smallest_split():
+    """Llama-3.1-405B on one H100: exit 0 (the question has an answer), the 516,096 B row and
+    geometry, the verdict, and the smallest splits that fit (TP 1 x PP 11; TP 16 alone)."""
+    result = run("size", "--model", "Llama-3.1-405B", "--context", "8192")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "504.00 KiB per GPU (516,096 B)" in out
+    assert "126 layers, GQA 128 query / 8 KV heads" in out
+    assert "Does not fit: weights (755.96 GiB/GPU)" in out
+    assert "Smallest that fits: --tp 1 --pp 11 = 11 GPUs" in out
+    assert "With tensor parallelism alone: --tp 16 = 16 GPUs" in out
+    assert "Trajectories that fit" not in out
+
+
+def test_model_that_does_not_fit_in_json():
+    """--json carries fits false, the verdict and both suggestions."""
+    doc = json.loads(run("size", "--model", "Llama-3.1-405B", "--context", "8192", "--json").stdout)
+    assert doc["fits"] is False and doc["budget"] is None
+    assert doc["bytes_per_token_per_rank"] == 516_096
+    assert (doc["smallest_fit"]["tp"], doc["smallest_fit"]["pp"]) == (1, 11)
+    assert (doc["smallest_fit_tp_only"]["tp"], doc["smallest_fit_tp_only"]["pp"]) == (16, 1)
+
+
+def test_report_prints_its_assumptions():
+    """Reserve, headroom, HBM, weights and units are printed, defaults marked as such."""
+    out = run("size", "--model", "Llama-3-8B", "--reserve-gb", "2.5").stdout
+    assert "reserve: 2.50 GB (2.33 GiB) per device (--reserve-gb)" in out
+    assert "headroom: 10% of pool tokens kept free (default: seed 003 napkin 0.7)" in out
+    assert "HBM: 80.00 GiB (85.90 GB) per device (default: preset H100-SXM)" in out
+    assert "units: GiB = 2^30 B shown" in out
+
+
+def test_json_carries_the_assumptions():
+    """--json lists each assumption with its source."""
+    doc = json.loads(run("size", "--model", "Llama-3-8B", "--headroom", "0.2", "--json").stdout)
+    by_name = {a["name"]: a for a in doc["assumptions"]}
+    assert by_name["headroom"]["source"] == "--headroom"
+    assert by_name["reserve"]["source"] == "default: seed 003 napkin 0.7"
+
+
+def test_help_lists_every_preset():
+    """`size --help` names every model preset the README points to."""
+    from kvctl.sizing.models import PRESETS
+
+    result = run("size", "--help")
+    text = " ".join(result.stdout.replace("│", " ").split())
+    for name in PRESETS:
+        assert name in text, name

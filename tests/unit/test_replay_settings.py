@@ -21,9 +21,10 @@ def settings(**changes) -> ReplaySettings:
 
 
 def test_default_pool_is_what_kvctl_size_gives_the_default_deployment():
-    """Llama-3-8B on one H100-SXM: 513,744 tokens, the `kvctl size` pool_tokens_per_rank."""
+    """Llama-3-8B on one H100-SXM: (80 GiB - 8,030,261,248 x 2 B - 4.5 GB reserve) // 131,072 B
+    = 498,480 tokens (page 16), the `kvctl size` pool_tokens_per_rank."""
     prepared = prepare(settings())
-    assert prepared.config.pool_tokens == 513_744
+    assert prepared.config.pool_tokens == 498_480
     assert prepared.resolved["pool_source"] == "kvctl size: Llama-3-8B on H100-SXM x TP1"
     assert prepared.config.cost.model_name == "Llama-3-8B"
 

@@ -16,9 +16,11 @@ H100 = resolve_gpu("H100-SXM")
 
 
 def request(**overrides) -> SizeRequest:
-    """Seed 003 napkin math 0.1 as a request: 8 x H100, TP=8, 141.2 GB weights, 2.5 GB reserve."""
+    """Seed 003 napkin math 0.1 as a request: 8 x H100, TP=8, 141.2 GB weights, 2.5 GB reserve,
+    no headroom (0.1 divides the whole pool)."""
     fields = dict(model=PRESETS["Llama-3.1-70B"], gpu=H100, contexts=(8192, 32768, 131072),
-                  gpus=8, tp=8, weights_bytes=141_200_000_000, reserve_bytes=2_500_000_000)
+                  gpus=8, tp=8, weights_bytes=141_200_000_000, reserve_bytes=2_500_000_000,
+                  headroom=0.0)
     fields.update(overrides)
     return SizeRequest(**fields)
 
@@ -119,9 +121,18 @@ def test_default_contexts_fit_the_window():
     assert default_contexts(PRESETS["Llama-2-7B"]) == (4096,)
 
 
-def test_weights_that_do_not_fit_are_an_input_error():
-    """Llama-3.1-405B in bf16 on one H100 leaves no pool."""
-    with pytest.raises(InputError, match="leave no KV pool"):
-        build_size_report(
-            request(model=PRESETS["Llama-3.1-405B"], gpus=1, tp=1, weights_bytes=None)
-        )
+def test_weights_that_do_not_fit_are_a_verdict_with_the_smallest_split():
+    """Llama-3.1-405B in bf16 (811,706,777,600 B) on one 80 GiB H100 leaves no pool; the
+    report still carries the 516,096 B row and names the smallest split: TP 16 alone
+    (50.73 GB weights + 2.5 GB per GPU) or TP 1 x PP 11 (11 GPUs: 73.79 GB of weights leave
+    9.6 GB, one 131,072-token trajectory of 12 layers x 4,096 B = 6.44 GB; at PP 10 the
+    2.2 GB left cannot hold 13 layers' 6.98 GB)."""
+    report = build_size_report(
+        request(model=PRESETS["Llama-3.1-405B"], gpus=1, tp=1, weights_bytes=None)
+    )
+    assert not report.fits and report.budget is None
+    assert "leave no KV pool" in report.verdict
+    assert report.bytes_per_token_per_rank == 516_096
+    assert (report.smallest_fit.tp, report.smallest_fit.pp, report.smallest_fit.gpus) == (1, 11, 11)
+    assert (report.smallest_fit_tp_only.tp, report.smallest_fit_tp_only.pp) == (16, 1)
+    assert [row.max_trajectories for row in report.contexts] == [0, 0, 0]

@@ -76,14 +76,18 @@ def recommend(
     params: float,
     peak_flops_per_device: float,
     weight_stream_seconds: float,
-    tool_wait_seconds: float,
+    tool_wait_seconds: float | None,
     generation_seconds: float,
     itl_target_seconds: float = 0.05,
     prefill_mfu: float = 0.6,
     waste_budget: float = 0.01,
     host_budget_bytes: int | None = None,
 ) -> Recommendation:
-    """Derive the flags; pure. Raises InputError on non-positive rates or budgets."""
+    """Derive the flags; pure. Raises InputError on non-positive rates or budgets.
+
+    `tool_wait_seconds` None (the workload's tool wait is unknown) leaves HiCache off and
+    says so: the host tier is sized from that wait alone, so kvctl does not invent one.
+    """
     positive("params", params)
     positive("peak FLOP/s", peak_flops_per_device)
     positive("ITL target", itl_target_seconds)
@@ -110,8 +114,9 @@ def recommend(
     fitting = [c for c in CHUNK_CANDIDATES if mixed(c) <= itl_target_seconds]
     chunk = max(fitting) if fitting else min(CHUNK_CANDIDATES)
 
-    offload = tool_wait_seconds > host_tier.break_even_seconds
-    parked = math.ceil(running * tool_wait_seconds / generation_seconds)  # Little: lambda T_wait
+    offload = tool_wait_seconds is not None and tool_wait_seconds > host_tier.break_even_seconds
+    parked = (math.ceil(running * tool_wait_seconds / generation_seconds)  # Little: lambda T_wait
+              if offload else 0)
     needed_host = parked * private * plan.bytes_per_token_per_device if offload else 0
     host_bytes = needed_host if host_budget_bytes is None else min(needed_host, host_budget_bytes)
 
@@ -148,6 +153,10 @@ def recommend(
                     f", capped at the {host_budget_bytes / 1e9:g} GB host budget (the rest is recomputed)"
                     if host_bytes < needed_host else "") + f"; {ratio:.2f}x the device pool")),
         ]
+    elif tool_wait_seconds is None:
+        flags.append(FlagAdvice(flag="--enable-hierarchical-cache", value=None, reason=(
+            "not sized: the host tier depends on the tool wait per turn; give "
+            "--tool-wait-seconds to size HiCache")))
     else:
         flags.append(FlagAdvice(flag="--enable-hierarchical-cache", value=None, reason=(
             f"tool waits of {tool_wait_seconds:g} s are within the {host_tier.break_even_seconds * 1e3:.0f} ms "

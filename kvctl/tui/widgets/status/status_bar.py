@@ -1,5 +1,9 @@
 """The top line: what is being watched, the modeled clock, and whether it is live.
 
+When label, clock, state and engine do not fit the terminal's width on one line, the engine
+part moves to a second line, so nothing is cut on a 160-column terminal and at 80 columns
+only an over-long engine description (a long model path) is ellipsized.
+
 Only snapshot fields and the run state appear here, no wall-clock text, so a paused run
 renders the same every time (the snapshot tests rely on it).
 """
@@ -23,8 +27,11 @@ RUN_STATES = {
 }
 
 
-def status_text(snapshot: Snapshot | None, *, label: str, run_state: str) -> Text:
-    """Label │ clock │ run state │ engine (last: the least needed part truncates first)."""
+def status_text(
+    snapshot: Snapshot | None, *, label: str, run_state: str, width: int | None = None
+) -> Text:
+    """Label │ clock │ run state │ engine; with `width`, the engine wraps to a second line
+    rather than being cut (each line then truncates with an ellipsis only if still too long)."""
     text = Text.assemble((" kvctl monitor ", "bold reverse"), " ", (label, "bold"))
     engine = ""
     if snapshot is not None:
@@ -48,13 +55,17 @@ def status_text(snapshot: Snapshot | None, *, label: str, run_state: str) -> Tex
     words, style = RUN_STATES.get(run_state, ("✖ disconnected, last good numbers", "bold red"))
     text.append(" │ ", style="dim").append(words, style=style)
     if engine:
-        text.append(" │ ", style="dim").append(engine, style="dim")
+        one_line = len(text.plain) + 3 + len(engine)
+        if width is None or one_line <= width:
+            text.append(" │ ", style="dim").append(engine, style="dim")
+        else:
+            text.append("\n ").append(engine, style="dim")
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
 
 
 class StatusBar(SnapshotStatic):
-    DEFAULT_CSS = "StatusBar { height: 1; background: $panel; }"
+    DEFAULT_CSS = "StatusBar { height: auto; max-height: 2; background: $panel; }"
     run_state: reactive[str] = reactive("starting", repaint=False)
 
     def __init__(self, label: str, **kwargs) -> None:
@@ -62,7 +73,17 @@ class StatusBar(SnapshotStatic):
         self.label = label
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
-        self.update(status_text(snapshot, label=self.label, run_state=self.run_state), layout=False)
+        self._show(snapshot, self.run_state)
 
     def watch_run_state(self, run_state: str) -> None:
-        self.update(status_text(self.snapshot, label=self.label, run_state=run_state), layout=False)
+        self._show(self.snapshot, run_state)
+
+    def on_resize(self) -> None:
+        self._show(self.snapshot, self.run_state)
+
+    def _show(self, snapshot: Snapshot | None, run_state: str) -> None:
+        width = self.size.width or None
+        text = status_text(snapshot, label=self.label, run_state=run_state, width=width)
+        # a change between one and two lines needs a layout pass; same height does not
+        lines = text.plain.count("\n") + 1
+        self.update(text, layout=lines != self.size.height)

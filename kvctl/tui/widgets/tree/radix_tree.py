@@ -9,6 +9,10 @@ list is rebuilt only when its membership changed, and expansion survives across 
     _keep      the filter's matches plus their ancestors (None: no filter)
     _matches   the filter's matches (their own children are not filtered)
     _pinned    the path of the last jump (shown even beyond CHILD_LIMIT)
+    _leased    the paths to the nodes the requests table points at (shown even beyond
+               CHILD_LIMIT); each such node's path is opened once, the first read it
+               appears in, so the table's `node` column always names a visible node
+               until the operator collapses it
 """
 
 from __future__ import annotations
@@ -49,13 +53,18 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._keep: set[int] | None = None
         self._matches: set[int] = set()
         self._pinned: set[int] = set()
+        self._leased: set[int] = set()
+        self._revealed: set[int] = set()
         self._opened_prefix = False
         self.root.expand()
 
     # ---- inputs ----------------------------------------------------------------------------
 
-    def show_index(self, index: TreeIndex, *, read_at_step: int | None) -> None:
-        """Display a new per-node read, keeping expansion, filter and cursor where possible."""
+    def show_index(
+        self, index: TreeIndex, *, read_at_step: int | None, leased: frozenset[int] = frozenset()
+    ) -> None:
+        """Display a new per-node read, keeping expansion, filter and cursor where possible.
+        `leased`: the nodes live requests point at; paths to new ones are opened."""
         if not self._opened_prefix and index.child_count(ROOT) == 1:
             # open the shared prefix once, on the first read that has one; later the
             # operator's own expand/collapse decides
@@ -65,7 +74,19 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         if self.query_text:
             self._compute_filter()
         self._expanded = {n for n in self._expanded if n is ROOT or n in index}
+        self._reveal(index, leased)
         self._sync_all()
+
+    def _reveal(self, index: TreeIndex, leased: frozenset[int]) -> None:
+        if self.query_text:  # the filter's view decides what is open; reveal after it clears
+            self._leased = set()
+            return
+        present = {n for n in leased if n in index}
+        paths = {n: index.path(n) for n in present}
+        self._leased = {step for path in paths.values() for step in path}
+        for node_id in present - self._revealed:
+            self._expanded |= set(paths[node_id][:-1])
+        self._revealed = (self._revealed & present) | present
 
     def apply_filter(self, query: str) -> int:
         """Show only nodes matching `query` and the paths to them; "" restores the full view.
@@ -165,11 +186,14 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
     def _sync(self, tree_node: TreeNode, node_id: int | None) -> None:
         index = self.index
         if node_id not in self._expanded:
+            if tree_node.is_expanded and tree_node is not self.root:
+                tree_node.collapse()  # its arrow must not claim children it no longer shows
             if tree_node.children:
                 tree_node.remove_children()
             return
         keep = None if node_id in self._matches else self._keep
-        page = index.children(node_id, limit=CHILD_LIMIT, keep=keep, pinned=self._pinned)
+        page = index.children(node_id, limit=CHILD_LIMIT, keep=keep,
+                              pinned=self._pinned | self._leased)
         wanted = [view.node_id for view in page.shown]
         mounted = [c.data.node_id for c in tree_node.children if isinstance(c.data, NodeRow)]
         if wanted != mounted:

@@ -72,8 +72,9 @@ class TreePanel(SnapshotPanel):
         if not snapshot.refs.per_node or snapshot.tree_nodes is self._nodes_shown:
             return  # keep showing the last per-node read
         self._nodes_shown = snapshot.tree_nodes
+        leased = frozenset(r.lease_node for r in snapshot.requests if r.lease_node is not None)
         self.browser.show_index(
-            index_for(snapshot.tree_nodes), read_at_step=snapshot.counters.steps
+            index_for(snapshot.tree_nodes), read_at_step=snapshot.counters.steps, leased=leased
         )
         self._describe_cursor()
 

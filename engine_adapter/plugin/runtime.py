@@ -1,0 +1,159 @@
+"""Per-scheduler plugin state: cadences, failure budget, the latest snapshot.
+
+Every call arrives from SGLang's scheduler thread through hooks.py, at a step boundary::
+
+    _add_request_to_queue  -> on_arrival   tally only                         O(1)
+    process_batch_result   -> on_batch     tally, then maybe_sample           O(batch)
+    on_idle                -> on_idle      maybe_sample
+    eviction probe         -> on_evict     tally + an `eviction` receipt
+    (first extend of a request)            a `match` receipt (receipt_log.py)
+    maybe_sample: every KVCTL_PLUGIN_LEDGER_S  ledger + refcount reconciliation + requests
+                  every KVCTL_PLUGIN_TREE_S    also the per-node tree read (a full walk)
+
+Between tree reads a sample carries the last per-node read forward, with a note saying how
+old it is. The HTTP thread (server.py) only reads `latest` (an immutable Snapshot, swapped
+by one assignment) and `health()`; it never touches SGLang's objects.
+
+Failure behaviour: `guard()` runs a hook body, catches any exception, counts it and logs it;
+at `max_failures` the runtime disables itself, stops sampling and says why in /healthz.
+Nothing raised here ever reaches SGLang.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine_adapter.instrument.sampler import Sampler
+from engine_adapter.plugin.receipt_log import ReceiptLog
+from engine_adapter.plugin.scheduler_host import SchedulerHost, namespace_label
+from engine_adapter.plugin.settings import PluginSettings
+from engine_adapter.plugin.tally import StepTally
+from engine_adapter.receipts import Receipt
+from engine_adapter.snapshot import EngineInfo, Snapshot, TreeNodes, TreeStats
+
+logger = logging.getLogger("kvctl.plugin")
+
+
+class PluginRuntime:
+    """See module docstring. `clock` (monotonic seconds) drives the cadences."""
+
+    def __init__(self, scheduler: Any, settings: PluginSettings, *, dp_rank: int,
+                 info: EngineInfo, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.dp_rank = dp_rank
+        self.host = SchedulerHost(scheduler, salt=secrets.token_hex(8))
+        self.tally = StepTally(on_admit=self._admitted)
+        self.receipts = ReceiptLog()
+        self.sampler = Sampler(info)
+        self.clock = clock
+        self.started_s = clock()
+        self.latest: Snapshot | None = None
+        self.failures = 0
+        self.disabled_reason: str | None = None
+        self.samples = 0
+        self.server: Any = None  # server.PluginServer once attach() started it
+        self._next_sample_s = self.started_s  # the first boundary samples
+        self._next_tree_s = self.started_s
+        self._last_tree: tuple[TreeStats, TreeNodes, float] | None = None
+
+    @property
+    def disabled(self) -> bool:
+        return self.disabled_reason is not None
+
+    # ---- hook bodies (scheduler thread) -------------------------------------------------
+
+    def on_arrival(self, is_retracted: bool) -> None:
+        self.tally.on_arrival(is_retracted)
+
+    def on_batch(self, batch: Any) -> None:
+        self.tally.on_batch(batch)
+        if self.clock() >= self._next_sample_s:  # inline: this runs on every step
+            self.maybe_sample(batch)
+
+    def on_idle(self) -> None:
+        if self.clock() >= self._next_sample_s:
+            self.maybe_sample(None)
+
+    def on_evict(self, requested: int, evicted: int, protected_after: int) -> None:
+        self.guard(self._evicted, requested, evicted, protected_after)
+
+    def evict_failed(self, exc: Exception) -> None:
+        """The eviction probe could not read a call's numbers (probes.py `on_error`)."""
+        if not self.disabled:
+            self.fail(exc)
+
+    def _evicted(self, requested: int, evicted: int, protected_after: int) -> None:
+        self.tally.on_evict(requested, evicted, protected_after)
+        if evicted:
+            at = self.clock() - self.started_s
+            self.receipts.append(Receipt(kind="eviction", start_s=at, end_s=at, tokens=evicted))
+
+    def _admitted(self, req: Any, hit: int) -> None:
+        at = self.clock() - self.started_s
+        self.receipts.append(Receipt(
+            kind="match", start_s=at, end_s=at, tokens=hit, outcome="hit" if hit else "miss",
+            namespace=namespace_label(req, self.host.salt), request=str(req.rid)))
+
+    def maybe_sample(self, batch: Any) -> None:
+        now = self.clock()
+        if now < self._next_sample_s:
+            return
+        self._next_sample_s = now + self.settings.ledger_s
+        per_node = now >= self._next_tree_s
+        if per_node:
+            self._next_tree_s = now + self.settings.tree_s
+        self.sample(batch, per_node=per_node, now=now)
+
+    def sample(self, batch: Any, *, per_node: bool, now: float) -> Snapshot:
+        """Read SGLang's objects now and publish the snapshot as `latest`."""
+        inputs = self.host.inputs(self.tally, batch=batch, now_s=now - self.started_s)
+        snap = self.sampler.sample(inputs, per_node_refs=per_node, wall_s=time.time())
+        if per_node:
+            self._last_tree = (snap.tree, snap.tree_nodes, now)
+        elif self._last_tree is not None:
+            snap = self._carry_tree(snap, now)
+        self.latest = snap
+        self.samples += 1
+        return snap
+
+    def _carry_tree(self, snap: Snapshot, now: float) -> Snapshot:
+        stats, nodes, read_s = self._last_tree
+        tree = dataclasses.replace(stats, cached_tokens=snap.tree.cached_tokens,
+                                   tokens_by_medium=snap.tree.tokens_by_medium)
+        note = f"tree: per-node read {now - read_s:.1f} s old"
+        return dataclasses.replace(snap, tree=tree, tree_nodes=nodes, notes=snap.notes + (note,))
+
+    # ---- failures -------------------------------------------------------------------------
+
+    def guard(self, body: Callable[..., Any], *args: Any) -> None:
+        """Run `body(*args)` unless disabled; count and swallow any exception."""
+        if self.disabled:
+            return
+        try:
+            body(*args)
+        except Exception as exc:  # never into SGLang: counted, logged, budgeted
+            self.fail(exc)
+
+    def fail(self, exc: BaseException) -> None:
+        self.failures += 1
+        reason = f"{type(exc).__name__}: {exc}"
+        logger.warning("kvctl plugin: failure %d of %d: %s", self.failures,
+                       self.settings.max_failures, reason)
+        if self.failures >= self.settings.max_failures and not self.disabled:
+            self.disabled_reason = f"disabled after {self.failures} failures; last: {reason}"
+            logger.error("kvctl plugin: %s", self.disabled_reason)
+
+    def health(self) -> dict:
+        """The /healthz body (without the version fields server.py adds)."""
+        if self.disabled:
+            status = "disabled"
+        else:
+            status = "ok" if self.latest is not None else "starting"
+        return {"status": status, "failures": self.failures,
+                "disabled_reason": self.disabled_reason, "dp_rank": self.dp_rank,
+                "steps": self.tally.steps}

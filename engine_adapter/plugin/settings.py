@@ -1,0 +1,95 @@
+"""The plugin's environment, read once per process (docs/plugin.md lists every variable).
+
+    KVCTL_SGLANG_PLUGIN=1            enable (or name `kvctl` in SGLang's SGLANG_PLUGINS)
+    KVCTL_PLUGIN_HOST=127.0.0.1      bind address of the endpoint
+    KVCTL_PLUGIN_PORT=30100          base port; a scheduler serves on base + its DP rank
+    KVCTL_PLUGIN_TOKEN               optional bearer token every request must carry
+    KVCTL_PLUGIN_LEDGER_S=1.0        seconds between samples (ledger + reconciliation)
+    KVCTL_PLUGIN_TREE_S=10.0         seconds between per-node tree reads
+    KVCTL_PLUGIN_MAX_FAILURES=5      exceptions before the plugin disables itself
+
+Pure: `from_env` takes the mapping to read, raises `InputError` naming the variable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kvctl.errors import InputError
+
+ENTRY_POINT_NAME = "kvctl"
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def plugin_enabled(environ: Mapping[str, str]) -> bool:
+    """True only when the operator asked for the plugin explicitly: installing kvctl never
+    changes a server silently."""
+    if environ.get("KVCTL_SGLANG_PLUGIN", "").strip() == "1":
+        return True
+    whitelist = environ.get("SGLANG_PLUGINS", "")
+    return ENTRY_POINT_NAME in {name.strip() for name in whitelist.split(",")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PluginSettings:
+    host: str = "127.0.0.1"
+    port_base: int = 30100
+    token: str | None = None
+    ledger_s: float = 1.0
+    tree_s: float = 10.0
+    max_failures: int = 5
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> PluginSettings:
+        return cls(
+            host=environ.get("KVCTL_PLUGIN_HOST", cls.host),
+            port_base=_int(environ, "KVCTL_PLUGIN_PORT", cls.port_base, low=1, high=65535),
+            token=environ.get("KVCTL_PLUGIN_TOKEN") or None,
+            ledger_s=_seconds(environ, "KVCTL_PLUGIN_LEDGER_S", cls.ledger_s),
+            tree_s=_seconds(environ, "KVCTL_PLUGIN_TREE_S", cls.tree_s),
+            max_failures=_int(environ, "KVCTL_PLUGIN_MAX_FAILURES", cls.max_failures, low=1),
+        )
+
+    def port(self, dp_rank: int) -> int:
+        """The port the scheduler of `dp_rank` serves on (as SGLang's KV-event endpoints:
+        base + rank)."""
+        return self.port_base + dp_rank
+
+    def url(self, dp_rank: int = 0, *, server_host: str | None = None) -> str:
+        """The endpoint of `dp_rank`. A wildcard bind is reachable at the server's own host."""
+        host = self.host
+        if host in WILDCARD_HOSTS:
+            host = server_host or "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.port(dp_rank)}"
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, *, low: int,
+         high: int | None = None) -> int:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"{name}={raw!r} is not an integer") from None
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise InputError(f"{name}={value} must be {bound}")
+    return value
+
+
+def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"{name}={raw!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{name}={raw} must be a finite number of seconds >= 0")
+    return value
