@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine_adapter.embedded.device import DEVICES
 from kvctl.errors import InputError
 
 EVICTION_POLICIES: tuple[str, ...] = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")
@@ -77,6 +78,9 @@ class EngineConfig:
     namespace_salt: str | None = None
     receipts: bool = False  # collect Receipt records (OpenTelemetry spans); off for big replays
     tiny_model: str | None = None  # path of a tiny config.json: run a real transformer
+    # Torch device of SGLang's pools and the tiny model: "cpu" or "cuda" (embedded/device.py
+    # resolves the CLI's --device auto|cpu|cuda before the config is built).
+    device: str = "cpu"
     # Allocate through SGLang's ScheduleBatch (prepare_for_extend / prepare_for_decode)
     # instead of the direct cache path (embedded/cache_ops.py): the same tree and allocator
     # calls, slower; the fidelity tests' oracle. Always on when the tiny model runs.
@@ -88,8 +92,9 @@ class EngineConfig:
 
     @property
     def uses_batches(self) -> bool:
-        """Whether the engine allocates through ScheduleBatch (see exact_batches)."""
-        return self.exact_batches or self.tiny_model is not None
+        """Whether the engine allocates through ScheduleBatch (see exact_batches). Off the
+        CPU too: the direct path (cache_ops.py) builds its index tensors on the CPU."""
+        return self.exact_batches or self.tiny_model is not None or self.device != "cpu"
 
     def policy_config(self) -> dict | None:
         """The strategy kwargs SGLang gets: explicit ones, else T-LRU's default
@@ -111,6 +116,8 @@ class EngineConfig:
             raise InputError(
                 f"unknown eviction policy {self.eviction_policy!r}; valid: {', '.join(EVICTION_POLICIES)}"
             )
+        if self.device not in DEVICES:
+            raise InputError(f"unknown device {self.device!r}; valid: {', '.join(DEVICES)}")
         if self.tree_core not in TREE_CORES:
             raise InputError(f"unknown tree core {self.tree_core!r}; valid: {', '.join(TREE_CORES)}")
         if self.kv_pool not in KV_POOLS:

@@ -73,7 +73,7 @@ class Decode:
             tr.itl.append(st.clock_s - tr.last_token_s)
             tr.last_token_s = st.clock_s
             req.update_finish_state()
-        batch.output_ids = torch.tensor(tokens, dtype=torch.int64)
+        batch.output_ids = torch.tensor(tokens, dtype=torch.int64, device=batch.device)
         for req in [r for r in batch.reqs if r.finished()]:
             self.retention.finish(st.running[req.rid])
         batch.filter_batch()

@@ -29,7 +29,7 @@ class ModelRunner:
             raise InputError("a tiny model needs real K/V bytes: use kv_pool='mha'")
         self.st = st
         self.config = TinyModelConfig.from_config_json(st.config.tiny_model)
-        self.model = TinyTransformer(self.config, seed=st.config.seed)
+        self.model = TinyTransformer(self.config, seed=st.config.seed, device=st.config.device)
         self.logits: dict[str, list[torch.Tensor]] = {}  # rid -> logits per produced token
 
     def _fold(self, tokens: Any) -> torch.Tensor:

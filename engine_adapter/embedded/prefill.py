@@ -290,7 +290,7 @@ class Prefill:
         )
         with stdout_to_stderr():
             batch.prepare_for_extend()
-        batch.output_ids = torch.zeros(len(reqs), dtype=torch.int64)
+        batch.output_ids = torch.zeros(len(reqs), dtype=torch.int64, device=batch.device)
         return batch
 
     def _rollback(self, chosen: list[Tracked], origins: list[str]) -> None:
@@ -363,7 +363,7 @@ class Prefill:
         import torch
 
         batch = plan.batch
-        batch.output_ids = torch.tensor(last_tokens, dtype=torch.int64)
+        batch.output_ids = torch.tensor(last_tokens, dtype=torch.int64, device=batch.device)
         batch.filter_batch(keep_indices=keep)
         if batch.reqs:
             if st.running_batch is None or st.running_batch.is_empty():

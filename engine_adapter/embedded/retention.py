@@ -122,8 +122,9 @@ class Retention:
         layers_k = layers_v = None
         if st.config.kv_pool == "mha":  # real bytes: SGLang's pool buffers, per layer
             pool = st.sg.kv_pool
-            layers_k = [pool.get_key_buffer(i)[slots].clone() for i in range(pool.layer_num)]
-            layers_v = [pool.get_value_buffer(i)[slots].clone() for i in range(pool.layer_num)]
+            # the host tier is host memory whatever the pool's device (indexing copies)
+            layers_k = [pool.get_key_buffer(i)[slots].cpu() for i in range(pool.layer_num)]
+            layers_v = [pool.get_value_buffer(i)[slots].cpu() for i in range(pool.layer_num)]
         tokens = np.frombuffer(req.full_untruncated_fill_ids, dtype=np.int64, count=length).copy()
         self.host[tr.spec.session] = HostEntry(
             session=tr.spec.session, key=tr.key, tokens=tokens, length=length,
@@ -240,8 +241,9 @@ class Retention:
             pool = st.sg.kv_pool
             lo, hi = req.prefix_len, req.prefix_len + n
             for layer in range(pool.layer_num):
-                pool.get_key_buffer(layer)[slots] = entry.layers_k[layer][lo:hi]
-                pool.get_value_buffer(layer)[slots] = entry.layers_v[layer][lo:hi]
+                keys, values = pool.get_key_buffer(layer), pool.get_value_buffer(layer)
+                keys[slots] = entry.layers_k[layer][lo:hi].to(keys.device)
+                values[slots] = entry.layers_v[layer][lo:hi].to(values.device)
         tr.reload_start_s = st.clock_s
         tr.reload_ready_s = st.clock_s + st.cost.transfer_seconds(n)
         nbytes = st.cost.kv_bytes(n)

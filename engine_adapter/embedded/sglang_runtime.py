@@ -1,4 +1,4 @@
-"""Build SGLang 0.5.23's real scheduler-side KV components on the local device.
+"""Build SGLang 0.5.23's real scheduler-side KV components on `EngineConfig.device`.
 
 This is the only module that constructs SGLang objects. It imports SGLang lazily (about
 5-10 s the first time) and publishes SGLang's runtime context, which the request helpers in
@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from engine_adapter.stdout_lock import STDOUT_LOCK
 from engine_adapter.embedded.config import EngineConfig
+from engine_adapter.embedded.device import resolve_device
 from kvctl.errors import RuntimeFailure
 
 DEFAULT_MODEL_DIR = Path(__file__).with_name("data")
@@ -88,6 +89,8 @@ def build_components(config: EngineConfig) -> SGLangComponents:
     """Construct pools, allocator and tree for `config`. Raises RuntimeFailure if SGLang is
     missing or refuses the configuration."""
     config.validate()
+    if config.device != "cpu":
+        resolve_device(config.device)  # InputError, not a CUDA traceback, without a GPU
     _quiet_sglang()
     try:
         import sglang
@@ -112,7 +115,7 @@ def build_components(config: EngineConfig) -> SGLangComponents:
     model_dir = Path(config.tiny_model).parent if config.tiny_model else DEFAULT_MODEL_DIR
     server_args = ServerArgs(
         model_path=str(model_dir),
-        device="cpu",
+        device=config.device,
         skip_tokenizer_init=True,
         page_size=config.page_size,
         radix_eviction_policy=config.eviction_policy,
@@ -133,7 +136,7 @@ def build_components(config: EngineConfig) -> SGLangComponents:
     req_to_token_pool = ReqToTokenPool(
         size=config.max_running_requests,
         max_context_len=config.max_context_len,
-        device="cpu",
+        device=config.device,
         enable_memory_saver=False,
     )
     kv_pool = pool_cls(
@@ -143,14 +146,14 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         head_num=head_num,
         head_dim=head_dim,
         layer_num=layer_num,
-        device="cpu",
+        device=config.device,
         enable_memory_saver=False,
     )
     allocator = PagedTokenToKVPoolAllocator(
         size=config.pool_tokens,
         page_size=config.page_size,
         dtype=torch.float32,
-        device="cpu",
+        device=config.device,
         kvcache=kv_pool,
         need_sort=config.need_sort(),
     )

@@ -40,7 +40,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.
     whether it was computed in a long prefill or a short extend after a prefix hit.
     """
     head_dim = x.shape[-1]
-    exponents = torch.arange(0, head_dim, 2, dtype=x.dtype) / head_dim
+    exponents = torch.arange(0, head_dim, 2, dtype=x.dtype, device=x.device) / head_dim
     inv_freq = 1.0 / (theta**exponents)  # (head_dim/2,)
     angles = positions.to(x.dtype)[:, None] * inv_freq[None, :]  # (n, head_dim/2)
     angles = torch.cat((angles, angles), dim=-1)[:, None, :]  # (n, 1, head_dim)
@@ -72,8 +72,8 @@ def causal_gqa_attention(
     grouped_query = grouped_query.reshape(kv_heads, group * new_tokens, head_dim)
     scores = grouped_query @ keys.permute(1, 2, 0) * (head_dim**-0.5)  # (kv_heads, g*n, T)
 
-    query_positions = torch.arange(start, start + new_tokens).repeat(group)  # (g*n,)
-    key_positions = torch.arange(total_tokens)
+    query_positions = torch.arange(start, start + new_tokens, device=query.device).repeat(group)
+    key_positions = torch.arange(total_tokens, device=query.device)  # query_positions: (g*n,)
     hidden_keys = key_positions[None, :] > query_positions[:, None]
     scores = scores.masked_fill(hidden_keys, float("-inf"))
     probabilities = torch.softmax(scores, dim=-1)

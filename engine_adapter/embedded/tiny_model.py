@@ -114,9 +114,11 @@ class ForwardItem(NamedTuple):
 class TinyTransformer:
     """Deterministic random-weight Llama-style decoder whose only KV memory is the caller's pool."""
 
-    def __init__(self, config: TinyModelConfig, seed: int = 0) -> None:
-        """Draw every weight from `torch.Generator().manual_seed(seed)`: same seed, same model."""
+    def __init__(self, config: TinyModelConfig, seed: int = 0, device: str = "cpu") -> None:
+        """Draw every weight from `torch.Generator().manual_seed(seed)` on the CPU, then move
+        it to `device`: same seed, same model, on any device."""
         self.config = config
+        self.device = torch.device(device)
         generator = torch.Generator().manual_seed(seed)
 
         def normal(*shape: int, std: float) -> torch.Tensor:
@@ -153,10 +155,11 @@ class TinyTransformer:
         # and a 15-token extend sum in different orders); fp64 keeps those differences far
         # below fp32 rounding, so the stored K/V, and the logits, do not depend on how a
         # prefix was chunked or whether it was reused.
-        self.embedding = self.embedding.double()
-        self.final_norm = self.final_norm.double()
-        self.lm_head = self.lm_head.double()
-        self.layers = [LayerWeights(**{k: v.double() for k, v in w._asdict().items()}) for w in self.layers]
+        on = dict(dtype=torch.float64, device=self.device)
+        self.embedding = self.embedding.to(**on)
+        self.final_norm = self.final_norm.to(**on)
+        self.lm_head = self.lm_head.to(**on)
+        self.layers = [LayerWeights(**{k: v.to(**on) for k, v in w._asdict().items()}) for w in self.layers]
 
     def forward(
         self, kv_pool: Any, req_to_token: torch.Tensor, items: Sequence[ForwardItem]
@@ -197,8 +200,8 @@ class TinyTransformer:
                 f"req_to_token[{item.req_pool_idx}, 0:{end}] maps a position to a slot outside "
                 f"[{first_real_slot}, {slot_end}): min {int(slots.min())}, max {int(slots.max())}"
             )
-        positions = torch.arange(item.start, end)
-        hidden = self.embedding[item.token_ids.to(torch.int64)]
+        positions = torch.arange(item.start, end, device=self.device)
+        hidden = self.embedding[item.token_ids.to(device=self.device, dtype=torch.int64)]
         for layer_id, weights in enumerate(self.layers):
             normed = rms_norm(hidden, weights.input_norm, config.rms_norm_eps)
             query = (normed @ weights.q_proj.T).view(new_tokens, config.num_attention_heads, -1)

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvctl.cli.device_option import DeviceOption, resolve_device_option
 from kvctl.cli.output import console, print_json, to_jsonable
 
 
@@ -23,12 +24,15 @@ def check_command(
     inject_fault: Annotated[Optional[str], typer.Option(
         "--inject-fault", help="Test-only: break the engine once (leak, lock-leak, alloc-fail).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    device: DeviceOption = None,
 ) -> None:
+    resolved_device = resolve_device_option(device)
     from kvctl.replay.check import run_check
     from kvctl.replay.scenario import SHIPPED_DIR
 
     scenario = scenario or str(SHIPPED_DIR / "lifecycle-check.yaml")
-    result = run_check(scenario, steps=steps, tree_core=tree_core, eviction=eviction, inject=inject_fault)
+    result = run_check(scenario, steps=steps, tree_core=tree_core, eviction=eviction, inject=inject_fault,
+                       device=resolved_device)
     if as_json:
         data = to_jsonable(result)
         data["ok"] = result.ok

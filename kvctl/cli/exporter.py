@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvctl.cli.output import console, print_json_line
+from kvctl.cli.device_option import DeviceOption, resolve_device_option
 from kvctl.errors import InputError, RuntimeFailure
 
 Opt = typer.Option
@@ -55,6 +56,7 @@ def exporter_command(
         "all others are hashed.")] = None,
     json_out: Annotated[bool, Opt(
         "--json", help="Print the listening address as one JSON line, then serve.")] = False,
+    device: DeviceOption = None,
 ) -> None:
     if sum(x is not None and x != [] for x in (scenario, trace, url)) != 1:
         raise InputError("give exactly one of --scenario FILE, --trace FILE or --url URL")
@@ -72,6 +74,7 @@ def exporter_command(
         raise InputError(f"--port {port} is out of range 0-65535")
     if plugin_url and not url:
         raise InputError("--plugin-url only applies with --url")
+    resolved_device = resolve_device_option(device, url_given=bool(url))
 
     from engine_adapter.stdout_lock import STDOUT_LOCK
     from telemetry.hygiene import NamespaceLabeler
@@ -82,7 +85,7 @@ def exporter_command(
     source = _source(scenario=scenario, trace=trace, urls=url, kv_events=kv_events or [],
                      plugin_urls=plugin_url or [], plugin_token=plugin_token, pace=pace or None,
                      interval_s=interval, pool_tokens=pool_tokens,
-                     receipts=otlp_enabled())
+                     receipts=otlp_enabled(), device=resolved_device)
     try:
         info = source.snapshot().info
         spans = from_environment(labeler=labeler, resource_attributes={
@@ -125,7 +128,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def _source(*, scenario, trace, urls, kv_events, plugin_urls, plugin_token, pace, interval_s,
-            pool_tokens, receipts):
+            pool_tokens, receipts, device="cpu"):
     """The snapshot source to export: a live run on the embedded engine, one remote server
     (with its kvctl plugin when there is one), or a fleet of them (the aggregate). Bad input
     fails here, before anything runs."""
@@ -145,5 +148,5 @@ def _source(*, scenario, trace, urls, kv_events, plugin_urls, plugin_token, pace
     from kvctl.replay.live_sources import plan_live_run
 
     plan = plan_live_run(scenario=scenario, trace=trace, pace=pace, pool_tokens=pool_tokens,
-                         snapshot_interval_s=interval_s, receipts=receipts)
+                         snapshot_interval_s=interval_s, receipts=receipts, device=device)
     return plan.build()

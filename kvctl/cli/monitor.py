@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvctl.cli.device_option import DeviceOption, resolve_device_option
 from kvctl.errors import InputError, RuntimeFailure
 
 Opt = typer.Option
@@ -70,6 +71,7 @@ def monitor_command(
     json_out: Annotated[
         bool, Opt("--json", help="Print one snapshot as JSON after one refresh interval; no UI.")
     ] = False,
+    device: DeviceOption = None,
 ) -> None:
     if sum(x is not None for x in (scenario, trace, url)) > 1:
         raise InputError("give at most one of --scenario FILE, --trace FILE, --url URL")
@@ -85,12 +87,14 @@ def monitor_command(
         raise InputError("--plugin-url only applies with --url")
     if url is not None and (seed is not None or pool_tokens is not None):
         raise InputError("--seed and --pool-tokens apply to embedded workloads, not --url")
+    resolved_device = resolve_device_option(device, url_given=url is not None)
 
     from kvctl.tui import sources
 
     # the live run publishes one snapshot per refresh; the app reads twice per refresh
     common = dict(
-        seed=seed, pace=pace or None, pool_tokens=pool_tokens, snapshot_interval_s=refresh
+        seed=seed, pace=pace or None, pool_tokens=pool_tokens, snapshot_interval_s=refresh,
+        device=resolved_device,
     )
     if url is not None:
         plan = sources.remote_source(url, kv_events=kv_events, plugin_url=plugin_url,

@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from engine_adapter.embedded.config import EVICTION_POLICIES
+from kvctl.cli.device_option import DeviceOption, resolve_device_option
 from kvctl.errors import InputError
 from kvctl.replay.engine_setup import DEFAULT_GPU, DEFAULT_MODEL, Deployment
 from kvctl.replay.runner import RETENTION_CHOICES, ReplaySettings
@@ -73,6 +74,7 @@ def replay_command(
     out: Annotated[Optional[Path], Opt(help=(
         "Write report.json, timeline.csv and PNG plots here."))] = None,
     json_output: Annotated[bool, Opt("--json", help="Print the report as JSON.")] = False,
+    device: DeviceOption = None,
 ) -> None:
     """Build settings, validate, run, render. InputError (exit 2) before running on bad input."""
     base = ReplaySettings(
@@ -81,6 +83,7 @@ def replay_command(
         tree_core=tree_core, retention=retention, tau_high=tau_high, token_budget=token_budget,
         max_running_requests=max_running, decode_quantum=decode_quantum, limit=limit, seed=seed,
         exact_batches=exact_batches,
+        device=resolve_device_option(device),
     )
     if executor not in ("local", "ray"):
         raise InputError(f"--executor {executor!r}: expected local or ray")

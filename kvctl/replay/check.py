@@ -50,6 +50,7 @@ def run_check(
     inject: str | None = None,
     inject_after: int = 50,
     on_step=None,
+    device: str = "cpu",
 ) -> CheckResult:
     """Run and check; never raises for an integrity violation (it is recorded)."""
     from kvctl.replay.engine_setup import engine_config
@@ -62,7 +63,7 @@ def run_check(
     if eviction is not None:
         defaults["eviction_policy"] = eviction
     pool = defaults.pop("pool_tokens", None)
-    config = engine_config(pool_tokens=pool, tree_core=tree_core, **defaults)
+    config = engine_config(pool_tokens=pool, tree_core=tree_core, device=device, **defaults)
     engine = EmbeddedEngine(config)
     result = CheckResult(scenario=driver.name, tree_core=tree_core, eviction_policy=config.eviction_policy,
                          fault=inject)

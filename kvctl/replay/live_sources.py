@@ -35,6 +35,7 @@ def plan_live_run(
     snapshot_interval_s: float = 0.25,
     tree_interval_s: float | None = None,
     receipts: bool = False,
+    device: str = "cpu",
 ) -> LivePlan:
     """Validate the workload now; build and start the engine later (`plan.build()`)."""
     if (scenario is None) == (trace is None):
@@ -72,7 +73,8 @@ def plan_live_run(
         from engine_adapter.live import LiveRun
         from kvctl.replay.engine_setup import engine_config
 
-        engine = EmbeddedEngine(engine_config(pool_tokens=pool, receipts=receipts, **defaults))
+        engine = EmbeddedEngine(engine_config(pool_tokens=pool, receipts=receipts, device=device,
+                                              **defaults))
         return LiveRun(engine, drivers, pace=pace, loop=True, snapshot_interval_s=snapshot_interval_s,
                        tree_interval_s=tree_interval_s).start()
 

@@ -64,6 +64,7 @@ class ReplaySettings:
     limit: int | None = None
     seed: int | None = None  # None: a scenario's own seed; 0 for the engine
     label: str = ""
+    device: str = "cpu"  # where SGLang's pools live; resolved from --device by the CLI
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,7 +201,8 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         pool_gb=settings.pool_gb if pool_tokens is None else None,
         unbounded_tokens=_demand(driver, page) if pool_tokens == 0 else None,
         tree_core=settings.tree_core, seed=settings.seed or 0,
-        exact_batches=settings.exact_batches, decode_jumps=not settings.exact_batches, **fields,
+        exact_batches=settings.exact_batches, decode_jumps=not settings.exact_batches,
+        device=settings.device, **fields,
     )
     if summary is not None and longest > config.pool_tokens:
         raise InputError(
@@ -219,6 +221,7 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         "token_budget": config.token_budget, "max_running_requests": config.max_running_requests,
         "decode_quantum": config.decode_quantum, "exact_batches": config.exact_batches,
         "max_context_len": config.max_context_len, "kv_pool": config.kv_pool,
+        "device": config.device,
         "seed": settings.seed if settings.seed is not None else _workload_seed(driver),
         "limit": settings.limit, "label": settings.label,
     }

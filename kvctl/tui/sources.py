@@ -43,11 +43,12 @@ def embedded_source(
     pace: float | None,
     pool_tokens: int | None,
     snapshot_interval_s: float,
+    device: str = "cpu",
 ) -> SourcePlan:
     """A scenario or a trace running live on the embedded engine (validated now)."""
     plan = plan_live_run(scenario=scenario, trace=trace, seed=seed, pace=pace,
                          pool_tokens=pool_tokens, snapshot_interval_s=snapshot_interval_s,
-                         tree_interval_s=TREE_INTERVAL_S)
+                         tree_interval_s=TREE_INTERVAL_S, device=device)
     return SourcePlan(label=plan.label, build=plan.build, read_only=False)
 
 

@@ -28,10 +28,12 @@ def remote_tree_text(snapshot: Snapshot) -> Text:
 
 
 def _mirror(tree) -> str:
-    if tree.nodes is None or tree.cached_tokens is None:
+    # A remote mirror knows pages, not radix nodes: `nodes` stays None while it is attached
+    if tree.cached_tokens is None:
         return "not attached (no KV-event stream)"
     leaves = fmt.DASH if tree.leaves is None else f"{tree.leaves:,}"
-    return f"{tree.nodes:,} pages, {tree.cached_tokens:,} cached tokens, {leaves} leaves"
+    nodes = "" if tree.nodes is None else f"{tree.nodes:,} nodes, "
+    return f"{nodes}{tree.cached_tokens:,} cached tokens, {leaves} leaves"
 
 
 class TreePanel(SnapshotPanel):
