@@ -5,7 +5,7 @@
                                                                  objects, start the endpoint
     process_batch_result                                  AFTER  tally the batch, maybe sample
     on_idle                                               AFTER  maybe sample (cadence-limited)
-    _add_request_to_queue                                 AFTER  count an arrival
+    _add_request_to_queue                                 AFTER  count an arrival (and record it)
     sglang.srt.utils.common.build_server_info             AFTER  add `kvctl_plugin` (discovery)
 
 Every scheduler hook is AFTER, so SGLang's own work is complete and the tree is consistent
@@ -57,7 +57,8 @@ def after_add_request_to_queue(_result: Any, scheduler: Any, *args: Any, **kwarg
     runtime = getattr(scheduler, RUNTIME_ATTR, None)
     if runtime is not None:
         retracted = kwargs.get("is_retracted", args[1] if len(args) > 1 else False)
-        runtime.guard(runtime.on_arrival, bool(retracted))
+        req = kwargs.get("req", args[0] if args else None)
+        runtime.guard(runtime.on_arrival, bool(retracted), req)
 
 
 def after_build_server_info(result: Any, *args: Any, **kwargs: Any) -> None:

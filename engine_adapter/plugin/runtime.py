@@ -2,8 +2,10 @@
 
 Every call arrives from SGLang's scheduler thread through hooks.py, at a step boundary::
 
-    _add_request_to_queue  -> on_arrival   tally only                         O(1)
-    process_batch_result   -> on_batch     tally, then maybe_sample           O(batch)
+    _add_request_to_queue  -> on_arrival   tally; with KVCTL_RECORD=1 the prompt's salted
+                                           block hashes (recording/tap.py)    O(1) / O(prompt)
+    process_batch_result   -> on_batch     tally, finished requests to the recording,
+                                           then maybe_sample                  O(batch)
     on_idle                -> on_idle      maybe_sample
     eviction probe         -> on_evict     tally + an `eviction` receipt
     (first extend of a request)            a `match` receipt (receipt_log.py)
@@ -34,6 +36,7 @@ from engine_adapter.plugin.scheduler_host import SchedulerHost, namespace_label
 from engine_adapter.plugin.settings import PluginSettings
 from engine_adapter.plugin.tally import StepTally
 from engine_adapter.receipts import Receipt
+from engine_adapter.recording.tap import RecordingTap
 from engine_adapter.snapshot import EngineInfo, Snapshot, TreeNodes, TreeStats
 
 logger = logging.getLogger("kvctl.plugin")
@@ -49,6 +52,7 @@ class PluginRuntime:
         self.host = SchedulerHost(scheduler, salt=secrets.token_hex(8))
         self.tally = StepTally(on_admit=self._admitted)
         self.receipts = ReceiptLog()
+        self.recording = RecordingTap.from_env()  # off unless KVCTL_RECORD=1 (kvctl record)
         self.sampler = Sampler(info)
         self.clock = clock
         self.started_s = clock()
@@ -67,11 +71,17 @@ class PluginRuntime:
 
     # ---- hook bodies (scheduler thread) -------------------------------------------------
 
-    def on_arrival(self, is_retracted: bool) -> None:
+    def on_arrival(self, is_retracted: bool, req: Any = None) -> None:
         self.tally.on_arrival(is_retracted)
+        if req is not None and not is_retracted and self.recording.enabled:
+            self.recording.on_request_arrival(req)  # a retracted request re-enters: not new
 
     def on_batch(self, batch: Any) -> None:
         self.tally.on_batch(batch)
+        if self.recording.enabled:
+            for req in batch.reqs:
+                if req.finished_reason is not None:  # a repeated finish is ignored by the tap
+                    self.recording.on_request_finish(req)
         if self.clock() >= self._next_sample_s:  # inline: this runs on every step
             self.maybe_sample(batch)
 

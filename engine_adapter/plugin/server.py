@@ -6,6 +6,8 @@
                    503 {"error": ...} before the first sample, and once the plugin disabled itself
     GET /receipts?after=N  200 {"schema_version", "kvctl_version", "first", "next",
                         "receipts": [encode_receipt(r), ...]}  (receipt_log.py: numbering)
+    GET /records?ack=N&limit=M  kvctl record's stream (recording/route.py); 404 unless the
+                   server runs with KVCTL_RECORD=1; salted block hashes and lengths only
     anything else  404 {"error": ...};  a missing or wrong bearer token: 401 {"error": ...}
 
 The handler threads read only `runtime.latest` (an immutable Snapshot) and `runtime.health()`;
@@ -120,7 +122,14 @@ class PluginServer:
             return 200, body
         if path == "/receipts":
             return self.receipts_body(raw_path)
-        return 404, _json({"error": f"no route {path}; try /healthz, /snapshot or /receipts"})
+        if path == "/records":
+            from engine_adapter.recording.route import records_response
+
+            query = {k: v[0] for k, v in parse_qs(urlsplit(raw_path).query).items()}
+            status, doc = records_response(getattr(self.runtime, "recording", None), query)
+            return status, _json(doc)
+        return 404, _json({"error": f"no route {path}; try /healthz, /snapshot, /receipts "
+                                    "or /records"})
 
     def receipts_body(self, raw_path: str) -> tuple[int, bytes]:
         query = parse_qs(urlsplit(raw_path).query)

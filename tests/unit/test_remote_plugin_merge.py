@@ -19,7 +19,7 @@ from engine_adapter.remote.plugin_client import PluginRead
 from engine_adapter.remote.plugin_merge import merge, plugin_down
 from engine_adapter.remote.server_info import parse_server_info
 from engine_adapter.remote.snapshot_build import NOT_OBSERVABLE, build_snapshot
-from telemetry.testing import SEED_FUNNEL_REQUESTS, seed_snapshot
+from telemetry.testing import seed_funnel, seed_snapshot
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +61,8 @@ def test_refs_funnel_and_counters_come_from_the_plugin():
     plugin = seed_snapshot()
     merged = merge(remote(), plugin, plugin_url=PLUGIN)
     assert merged.refs == plugin.refs and merged.refs.delta_ref_max == 0
-    assert [st.requests for st in merged.funnel.stages] == list(SEED_FUNNEL_REQUESTS)
+    expected = [st.requests for st in seed_funnel().stages]
+    assert [st.requests for st in merged.funnel.stages] == expected
     assert merged.counters.steps == plugin.counters.steps
     assert merged.counters.prompt_tokens == 2000  # the remote's own counter is kept
 
