@@ -53,6 +53,7 @@ BASE: dict[str, list[str]] = {
     "replay": [TRACE, "--limit", "2"],
     "check": ["--scenario", SCENARIO, "--steps", "2"],
     "inspect": ["--url", DEAD_URL, "--timeout", "0.2"],
+    "record": ["--url", DEAD_URL, "--out", "/tmp/kvctl-property-record.jsonl"],
     "monitor": ["--scenario", SCENARIO, "--json", "--refresh", "0.05", "--pace", "0"],
     "exporter": ["--scenario", SCENARIO, "--port", "0", "--duration", "0.1", "--json"],
     "plan capacity": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096",
@@ -215,7 +216,16 @@ def assert_one_line_error(result, expected_codes=(2,)) -> None:
 
 
 # inspect's base reaches its dead URL (exit 1): a bad value it did not check shows as 1, not 2.
-FAST = [path for path in BASE if path.split()[0] not in RUNS_A_WORKLOAD | {"inspect"}]
+# record's base reaches it too, with exit 2: a bad value it did not check would show as the
+# dead server's message, which assert_caught_before_the_server rejects.
+FAST = [path for path in BASE if path.split()[0] not in RUNS_A_WORKLOAD | {"inspect", "record"}]
+DEAD_SERVER_WORDS = ("cannot reach", "no server answered")
+
+
+def assert_caught_before_the_server(path: str, result) -> None:
+    """For commands whose base points at a dead server: the error is the bad value's."""
+    if path in ("inspect", "record"):
+        assert not any(w in result.stderr for w in DEAD_SERVER_WORDS), result.stderr
 
 
 @pytest.mark.parametrize("path", FAST)
@@ -239,7 +249,9 @@ def test_bad_numbers_fail_with_one_line_exit_2(data):
     unit, a share above 1 or a meaningless zero: exit 2, one line, no traceback."""
     path, name, flag = data.draw(st.sampled_from(NUMERIC), label="option")
     value = data.draw(bad_number(path, name), label="value")
-    assert_one_line_error(invoke(path, name, [f"{flag}={value}"]))
+    result = invoke(path, name, [f"{flag}={value}"])
+    assert_one_line_error(result)
+    assert_caught_before_the_server(path, result)
 
 
 @settings(max_examples=500, deadline=None, derandomize=True, database=None,
@@ -249,7 +261,9 @@ def test_bad_text_fails_with_one_line_exit_2(data):
     """A name, unit or list option given garbage: exit 2, one line, no traceback."""
     path, name, flag = data.draw(st.sampled_from(TEXT), label="option")
     value = data.draw(bad_text(), label="value")
-    assert_one_line_error(invoke(path, name, [f"{flag}={value}"]))
+    result = invoke(path, name, [f"{flag}={value}"])
+    assert_one_line_error(result)
+    assert_caught_before_the_server(path, result)
 
 
 FILE_CASES = [(path, param.name, param.opts[0] if param.opts else None)
