@@ -34,19 +34,7 @@ class Decode:
         st = self.st
         if not self.retention.make_room(batch.check_decode_mem):
             retracted, _ratio, aborted = batch.retract_decode()
-            for req in retracted:
-                tr = st.running.pop(req.rid)
-                tr.state = "waiting"
-                st.counters.retractions += 1
-                st.counters.retracted_tokens += req.seqlen
-                st.receipt(kind="retraction", start_s=st.clock_s, end_s=st.clock_s, tokens=req.seqlen,
-                           namespace=tr.namespace_label, request=req.rid)
-                st.waiting.appendleft(tr)
-            for req in aborted:  # SGLang released it: not even one request fits; end it
-                tr = st.running.get(req.rid)
-                if tr is not None:
-                    st.counters.allocation_failures += 1
-                    self.retention.finish(tr, released=True)
+            settle_retraction(st, self.retention, retracted, aborted)
             if batch.is_empty():
                 st.running_batch = None
                 return 0, 0
@@ -79,3 +67,23 @@ class Decode:
         batch.filter_batch()
         if batch.is_empty():
             st.running_batch = None
+
+
+def settle_retraction(st, retention, retracted, aborted) -> None:
+    """After SGLang's retraction (`retract_decode`, or cache_ops' replay of it): retracted
+    requests go back to the head of the waiting queue (they recompute, SGLang's preemption);
+    aborted ones, released by SGLang because not even one fits, are finished. Shared by the
+    ScheduleBatch decode and the direct decode (decode_direct.py)."""
+    for req in retracted:
+        tr = st.running.pop(req.rid)
+        tr.state = "waiting"
+        st.counters.retractions += 1
+        st.counters.retracted_tokens += req.seqlen
+        st.receipt(kind="retraction", start_s=st.clock_s, end_s=st.clock_s, tokens=req.seqlen,
+                   namespace=tr.namespace_label, request=req.rid)
+        st.waiting.appendleft(tr)
+    for req in aborted:  # SGLang released it: not even one request fits; end it
+        tr = st.running.get(req.rid)
+        if tr is not None:
+            st.counters.allocation_failures += 1
+            retention.finish(tr, released=True)

@@ -26,6 +26,7 @@ the same step-major order, so every later tree call sees the same keys.
 from __future__ import annotations
 
 from engine_adapter.embedded.cache_ops import DirectCache
+from engine_adapter.embedded.decode import settle_retraction
 from engine_adapter.embedded.state import EngineState
 
 MAX_JUMP_STEPS = 1024  # bounds the page-count table one plan builds (steps x requests)
@@ -52,19 +53,7 @@ class DirectDecode:
         reqs = [t.req for t in st.running.values()]
         if not self.retention.make_room(lambda: self.cache.decode_fits(reqs)):
             retracted, aborted, kept = self.cache.retract(reqs)
-            for req in retracted:
-                tr = st.running.pop(req.rid)
-                tr.state = "waiting"
-                st.counters.retractions += 1
-                st.counters.retracted_tokens += req.seqlen
-                st.receipt(kind="retraction", start_s=st.clock_s, end_s=st.clock_s, tokens=req.seqlen,
-                           namespace=tr.namespace_label, request=req.rid)
-                st.waiting.appendleft(tr)
-            for req in aborted:  # SGLang released it: not even one request fits; end it
-                tr = st.running.get(req.rid)
-                if tr is not None:
-                    st.counters.allocation_failures += 1
-                    self.retention.finish(tr, released=True)
+            settle_retraction(st, self.retention, retracted, aborted)
             st.running = {r.rid: st.running[r.rid] for r in kept}  # the batch's new order
             if not st.running:
                 return 0, 0

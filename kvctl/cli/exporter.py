@@ -18,6 +18,7 @@ import typer
 
 from kvctl.cli.output import console, print_json_line
 from kvctl.cli.device_option import DeviceOption, resolve_device_option
+from kvctl.cli.plugin_options import PluginToken
 from kvctl.errors import InputError, RuntimeFailure
 
 Opt = typer.Option
@@ -37,9 +38,7 @@ def exporter_command(
         "--plugin-url", help="kvctl plugin endpoint per --url (default: from its server info); "
         "its ledger, delta_ref and funnel are exported under the embedded engine's names.")]
     = None,
-    plugin_token: Annotated[Optional[str], Opt(
-        "--plugin-token", envvar="KVCTL_PLUGIN_TOKEN", show_envvar=True,
-        help="Bearer token of the plugin endpoint.")] = None,
+    plugin_token: PluginToken = None,
     host: Annotated[str, Opt(help="Address to listen on (loopback unless you say otherwise).")]
     = "127.0.0.1",
     port: Annotated[int, Opt(help="Port for /metrics; 0 picks a free one.")] = 9464,

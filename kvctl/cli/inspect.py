@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kvctl.cli.output import console, print_json, to_jsonable
+from kvctl.cli.plugin_options import PluginToken
 from kvctl.errors import InputError, RuntimeFailure
 
 if TYPE_CHECKING:
@@ -69,11 +70,7 @@ def inspect_command(
             ),
         ),
     ] = None,
-    plugin_token: Annotated[
-        Optional[str],
-        Opt("--plugin-token", envvar="KVCTL_PLUGIN_TOKEN", show_envvar=True,
-            help="Bearer token of the plugin endpoint."),
-    ] = None,
+    plugin_token: PluginToken = None,
     wait: Annotated[float, Opt(help="Seconds to let each KV-event mirror replay.")] = 2.0,
     timeout: Annotated[float, Opt(help="HTTP timeout per request, seconds.")] = 2.0,
     json_out: Annotated[bool, Opt("--json", help="Print JSON instead of tables.")] = False,

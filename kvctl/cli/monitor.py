@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvctl.cli.device_option import DeviceOption, resolve_device_option
+from kvctl.cli.plugin_options import PluginToken
 from kvctl.errors import InputError, RuntimeFailure
 
 Opt = typer.Option
@@ -55,11 +56,7 @@ def monitor_command(
             "(default: the one its /server_info announces, if any).",
         ),
     ] = None,
-    plugin_token: Annotated[
-        Optional[str],
-        Opt("--plugin-token", envvar="KVCTL_PLUGIN_TOKEN", show_envvar=True,
-            help="Bearer token of the plugin endpoint."),
-    ] = None,
+    plugin_token: PluginToken = None,
     refresh: Annotated[float, Opt(help="Seconds between screen refreshes.")] = 0.5,
     pace: Annotated[
         float, Opt(help="Virtual seconds per wall second; 0 runs as fast as the CPU allows.")

@@ -19,6 +19,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvctl.errors import InputError, RuntimeFailure
+from kvctl.cli.plugin_options import PluginToken
 
 Opt = typer.Option
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -30,8 +31,7 @@ def record_command(
     out: Annotated[Path, Opt(help="Mooncake JSONL to write (its sidecar: NAME.meta.json).")],
     plugin_url: Annotated[Optional[str], Opt(help=(
         "The kvctl plugin's endpoint (default: what /server_info advertises)."))] = None,
-    plugin_token: Annotated[Optional[str], Opt(envvar="KVCTL_PLUGIN_TOKEN", help=(
-        "Bearer token of the plugin's endpoint (the server's KVCTL_PLUGIN_TOKEN)."))] = None,
+    plugin_token: PluginToken = None,
     duration: Annotated[Optional[str], Opt(help="Stop after this long: 90s, 10m, 1h.")] = None,
     max_requests: Annotated[Optional[int], Opt(help="Stop after N finished requests.")] = None,
     block_tokens: Annotated[int, Opt(help=(

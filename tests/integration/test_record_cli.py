@@ -238,7 +238,7 @@ def test_an_out_path_under_a_file_fails_before_recording(tmp_path):
         result = runner.invoke(app, ["record", "--url", endpoint.url, "--max-requests", "1",
                                      "--out", str(tmp_path / "plain" / "t.jsonl")])
         asked = list(endpoint.requests)
-    assert result.exit_code == 2 and "does not exist" in result.stderr and asked == []
+    assert result.exit_code == 2 and "plain is not a folder" in result.stderr and asked == []
 
 
 def test_a_full_disk_at_the_end_removes_the_partial_files(tmp_path, sglang_ready, monkeypatch):
