@@ -105,6 +105,10 @@ class DirectCache:
             offset += n
             req.kv.kv_allocated_len = seq
             req.kv.kv_committed_len = seq
+            if not req.retracted_stain:  # prepare_for_extend: a hit is counted once per Req
+                req.cached_tokens += pre - req.already_computed
+                req.already_computed = seq
+            req.is_retracted = False
             sg.tree_cache.maybe_hand_to_session(req)
         return out, extend_lens
 
