@@ -267,6 +267,12 @@ def _context_row(
     uncapped = model.trajectory_bytes_uncapped(context, kv_dtype, tp, pp)
     row_rank = model.bytes_per_token(kv_dtype, tp, pp)
     headroom = request.headroom
+    # A paged allocator hands out whole pages (seed 000 0x02G): a trajectory occupies its
+    # token rows rounded up to the page, so a 32k context on 64k-token pages holds a page.
+    capped = _page_rounded(capped, row_rank, page)
+    uncapped = _page_rounded(uncapped, row_rank, page)
+    if row_rank > 0:  # the pool itself is whole pages, as SGLang sizes it (// cell // page)
+        pool_bytes = max(pool_bytes, 0) // row_rank // page * page * row_rank
     per_replica = trajectories_with_headroom(pool_bytes, row_rank, capped, headroom)
     comparison = None
     if request.mean_length is not None and request.mean_length <= context and pool_bytes > 0:
@@ -287,6 +293,12 @@ def _context_row(
         tail_share_at_max=tail_share,
         static_vs_paged=comparison,
     )
+
+
+def _page_rounded(trajectory_bytes: int, row_bytes: int, page: int) -> int:
+    """Bytes of whole pages that hold `trajectory_bytes` of rows of `row_bytes` each."""
+    rows = -(-trajectory_bytes // row_bytes)
+    return -(-rows // page) * page * row_bytes
 
 
 def _summary(model: ModelGeometry) -> ModelSummary:

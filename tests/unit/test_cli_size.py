@@ -209,3 +209,18 @@ def test_help_lists_every_preset():
     text = " ".join(result.stdout.replace("│", " ").split())
     for name in PRESETS:
         assert name in text, name
+
+
+def test_trajectories_count_whole_pages():
+    """A page of 65,536 tokens: Llama-3.1-70B at TP 8 has 40,960 B per token per GPU, so the
+    pool is 23 whole pages (1,507,328 tokens, as SGLang page-aligns it); 10% headroom leaves
+    floor(1,507,328 x 0.9) = 1,356,595 tokens, and a 32k trajectory occupies a whole page:
+    20 trajectories (not the 42 that 32,768-token rows would give)."""
+    result = CliRunner().invoke(app, ["size", "--model", "Llama-3.1-70B", "--gpus", "8",
+                                      "--tp", "8", "--context", "32768",
+                                      "--page-size", "65536", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["pool_tokens_per_rank"], doc["pool_pages_per_rank"]) == (1_507_328, 23)
+    row = doc["contexts"][0]
+    assert (row["pages_per_trajectory"], row["max_trajectories"]) == (1, 20)
