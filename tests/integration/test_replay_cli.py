@@ -86,7 +86,7 @@ def test_unknown_policy_lists_the_valid_ones(tmp_path):
     out = tmp_path / "never"
     result = run(HEAD, "--eviction", "lrx", "--out", str(out))
     assert result.exit_code == 2
-    assert "valid: lru, lfu, fifo, mru, filo, priority, slru, tlru" in result.stderr
+    assert "is not one of lru, lfu, fifo, mru, filo, priority, slru, tlru" in result.stderr
     assert not out.exists()
 
 
