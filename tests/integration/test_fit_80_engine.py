@@ -20,7 +20,6 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 HEAD = str(REPO / "examples" / "traces" / "mooncake" / "head_500.jsonl")
-TINY = REPO / "tests" / "fixtures" / "tiny_llama"
 
 
 def test_replay_report_fits_80_columns(sglang_ready):
@@ -52,16 +51,11 @@ def test_check_fits_80_columns(sglang_ready):
     assert "max |pool ledger residual| (tokens)" in narrow
 
 
-@pytest.fixture(scope="module")
-def server(loopback_cls):
-    srv = loopback_cls(page_size=4, pool_tokens=256, model_dir=TINY, metrics=True)
-    yield srv
-    srv.close()
-
-
-def test_inspect_with_a_route_fits_80_columns(server, tmp_path):
-    """`kvctl inspect --url U --prompt-file P`: the worker table and the routing table."""
+def test_inspect_with_a_route_fits_80_columns(loopback_demo_url, tmp_path):
+    """`kvctl inspect --url U --prompt-file P`: the worker table and the routing table.
+    The loopback SGLang runs in a process of its own (tests/remote_relay.py): this process's
+    one metrics-enabled LoopbackServer belongs to test_remote_engine.py."""
     path = tmp_path / "prompt.json"
     path.write_text(json.dumps({"token_ids": list(range(900_001, 900_015))}))
-    narrow = assert_cli_fits(app, "inspect", "--url", server.url, "--prompt-file", str(path))
+    narrow = assert_cli_fits(app, "inspect", "--url", loopback_demo_url, "--prompt-file", str(path))
     assert "Routing (14 prompt tokens" in narrow

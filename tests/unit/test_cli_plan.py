@@ -228,7 +228,11 @@ def test_recommend_rejects_a_tool_wait_that_is_not_a_positive_finite_number(valu
     result = run("plan", "recommend", "--model", "Llama-3-8B", "--context", "4096", "--output", "256",
                  "--tool-wait-seconds", value)
     assert result.exit_code == 2
-    assert "--tool-wait-seconds must be a positive, finite number of seconds" in result.stderr
+    expected = {"nan": "must be a finite number, got nan", "inf": "must be a finite number, got inf",
+                "0": "must be a positive, finite number of seconds",
+                "-5": "must not be negative, got -5"}[value]
+    assert result.stderr.startswith("kvctl: error: --tool-wait-seconds ")
+    assert expected in result.stderr and len(result.stderr.splitlines()) == 1
 
 
 @pytest.mark.parametrize("option", ["--hbm-gb", "--weights-gb", "--reserve-gb"])
