@@ -62,13 +62,6 @@ def parse_size_list(texts: Iterable[str], *, name: str) -> tuple[int, ...]:
     )
 
 
-def gb_to_bytes(value: float, *, name: str) -> int:
-    """Decimal GB (the seed's napkin-math unit) to whole bytes, rounded to the byte."""
-    if value < 0:
-        raise InputError(f"{name} must be >= 0, got {value}")
-    return round(value * 10**9)
-
-
 @dataclass(frozen=True)
 class Rendered:
     """What a command shows: a title, tables, one 'why' line per recommendation, and the
