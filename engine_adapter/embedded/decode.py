@@ -75,7 +75,8 @@ def settle_retraction(st, retention, retracted, aborted) -> None:
     aborted ones, released by SGLang because not even one fits, are finished. Shared by the
     ScheduleBatch decode and the direct decode (decode_direct.py)."""
     for req in retracted:
-        tr = st.running.pop(req.rid)
+        tr = st.running[req.rid]
+        st.leave_running(tr)
         tr.state = "waiting"
         st.counters.retractions += 1
         st.counters.retracted_tokens += req.seqlen

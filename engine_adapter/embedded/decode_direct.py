@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from engine_adapter.embedded.cache_ops import DirectCache
 from engine_adapter.embedded.decode import settle_retraction
+from engine_adapter.embedded.decode_log import DecodeLog
 from engine_adapter.embedded.state import EngineState
 
 MAX_JUMP_STEPS = 1024  # bounds the page-count table one plan builds (steps x requests)
@@ -43,6 +44,7 @@ class DirectDecode:
         self.retention = retention
         self.cache = cache
         self.jump_available: list[int] = []
+        self.log = st.decode_log = DecodeLog()
 
     def prepare(self) -> tuple[int, int]:
         """Retract if needed and allocate this step's decode slots.
@@ -62,20 +64,35 @@ class DirectDecode:
         return len(reqs), sum(r.kv.kv_committed_len for r in reqs)
 
     def complete(self, model_tokens: list[int] | None = None) -> None:
-        """Append one output token per request (the model's, when one ran); finish those
-        that are done, in batch order."""
+        """Append one output token per request (the model's, when one ran; else synthetic
+        ids drawn in batch order) and log the step's clock; finish those whose length
+        budget this step reached (decode_log.py), in batch order."""
         st = self.st
-        done = []
-        for index, tr in enumerate(list(st.running.values())):
+        running = st.running
+        if model_tokens is None:
+            base = st.take_output_tokens(len(running))
+            for index, tr in enumerate(running.values()):
+                tr.req.output_ids.append(base + index)
+        else:
+            for token, tr in zip(model_tokens, running.values()):
+                tr.req.output_ids.append(token)
+        log = self.log
+        step = log.step
+        log.clocks.append(st.clock_s)
+        self._finish(log.due(step, running))
+
+    def _finish(self, due: list) -> None:
+        """SGLang's `update_finish_state` for the requests at their length budget; each
+        must finish (see decode_log.py for why no other request can)."""
+        from kvctl.errors import IntegrityError
+
+        for tr in due:
             req = tr.req
-            token = model_tokens[index] if model_tokens is not None else st.next_output_token()
-            req.output_ids.append(token)
-            tr.itl.append(st.clock_s - tr.last_token_s)
-            tr.last_token_s = st.clock_s
             req.update_finish_state()
-            if req.finished():
-                done.append(tr)
-        for tr in done:
+            if not req.finished():
+                raise IntegrityError(f"request {req.rid} reached max_new_tokens but SGLang "
+                                     "did not finish it")
+        for tr in due:
             self.retention.finish(tr)
 
     # ---- event-driven jumps --------------------------------------------------------------
@@ -87,8 +104,8 @@ class DirectDecode:
         reqs = [t.req for t in st.running.values()]
         bs = len(reqs)
         page = self.cache.page
-        limit = min(MAX_JUMP_STEPS,
-                    min(r.sampling_params.max_new_tokens - len(r.output_ids) for r in reqs))
+        finish = self.log.next_finish(st.running)
+        limit = MAX_JUMP_STEPS if finish is None else min(MAX_JUMP_STEPS, finish - self.log.step + 1)
         if limit < 2:
             return []
         taken = self.cache.jump_pages(reqs, limit)
@@ -112,23 +129,18 @@ class DirectDecode:
         """Run len(clocks) decode steps at once (a span `jump_steps` returned). Returns
         the decode batch size."""
         st = self.st
-        running = list(st.running.values())
-        reqs = [t.req for t in running]
-        bs, steps = len(reqs), len(clocks)
-        self.cache.decode_many(reqs, steps)
+        running = st.running
+        bs, steps = len(running), len(clocks)
+        self.cache.decode_many([t.req for t in running.values()], steps)
         base = st.take_output_tokens(bs * steps)
         st.clock_s = clocks[-1]
-        gaps = [b - a for a, b in zip(clocks, clocks[1:])]
-        done = []
-        for index, tr in enumerate(running):
-            req = tr.req
-            req.output_ids.extend(range(base + index, base + bs * steps, bs))
-            tr.itl.append(clocks[0] - tr.last_token_s)
-            tr.itl.extend(gaps)
-            tr.last_token_s = clocks[-1]
-            req.update_finish_state()
-            if req.finished():
-                done.append(tr)
-        for tr in done:
-            self.retention.finish(tr)
+        for index, tr in enumerate(running.values()):
+            tr.req.output_ids.extend(range(base + index, base + bs * steps, bs))
+        log = self.log
+        first = log.step
+        log.clocks.extend(clocks)
+        due = []
+        for step in range(first, first + steps):  # only the last step can hold finishes
+            due += log.due(step, running)
+        self._finish(due)
         return bs

@@ -301,10 +301,13 @@ class EmbeddedEngine:
 
     # ---- reads -------------------------------------------------------------------------
 
-    def snapshot(self, *, per_node_refs: bool = False, requests: bool = True) -> Snapshot:
+    def snapshot(self, *, per_node_refs: bool = False, requests: bool = True,
+                 reconcile_refs: bool = True) -> Snapshot:
         """One consistent read. per_node_refs: also read SGLang's per-node lock refs (slow);
-        requests: include the per-request views (up to 500)."""
+        requests: include the per-request views (up to 500); reconcile_refs=False: skip the
+        derived side of the refcount check (`refs.derived_protected_tokens` is None)."""
         return self._snapshots.build(per_node_refs=per_node_refs, requests=requests,
+                                     reconcile_refs=reconcile_refs,
                                      wall_s=time.monotonic() - self._started_wall)
 
     def check_integrity(self) -> Snapshot:

@@ -356,7 +356,7 @@ class Prefill:
 
                 checkpoint_kv_cache(req, st.sg.tree_cache)
                 tr.state = "running"
-                st.running[req.rid] = tr
+                st.join_running(tr)
                 keep.append(index)
         if plan.batch is None or st.config.decode_quantum > 1:
             return  # the direct path and quantum decode read the decode set from st.running

@@ -68,6 +68,7 @@ class Tracked:
     first_token_s: float | None = None
     last_token_s: float | None = None
     itl: list[float] = field(default_factory=list)
+    decode_from: int | None = None  # DecodeLog step its current decode run started at
     hit_tokens: int = 0
     funnel_done: bool = False
     reload_tokens: int = 0  # host-tier rows being (or to be) reloaded

@@ -74,7 +74,7 @@ class Retention:
         if policy == "retain":
             self._take_lease(tr)
         tr.state = "finished"
-        st.running.pop(req.rid, None)
+        st.leave_running(tr)
         st.counters.requests_finished += 1
         outputs = np.frombuffer(req.output_ids, dtype=np.int64).copy()
         st.counters.decode_tokens += len(outputs)

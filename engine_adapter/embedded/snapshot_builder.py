@@ -45,8 +45,9 @@ class SnapshotBuilder:
         held += [(f"session:{s}", lease.node_id) for s, lease in st.leases.items()]
         return held
 
-    def inputs(self, *, requests: bool = True) -> SampleInputs:
-        """What the sampler needs from this engine at the current step boundary."""
+    def inputs(self, *, requests: bool = True, leases: bool = True) -> SampleInputs:
+        """What the sampler needs from this engine at the current step boundary
+        (leases=False: no lease list, for a sample that does not reconcile refs)."""
         st = self.st
         live = st.live_tracked()
         funnel = st.funnel.freeze()
@@ -58,7 +59,7 @@ class SnapshotBuilder:
             tree_cache=st.sg.tree_cache,
             allocator=st.sg.allocator,
             live_reqs=[t.req for t in live],
-            leases=self.leases(),
+            leases=self.leases() if leases else (),
             labels={t.req.rid: t.namespace_label for t in live},
             funnel=funnel,
             counters=counters.freeze(),
@@ -69,9 +70,12 @@ class SnapshotBuilder:
             host_capacity_tokens=st.config.host_capacity_tokens,
         )
 
-    def build(self, *, per_node_refs: bool, wall_s: float, requests: bool = True) -> Snapshot:
-        return self.sampler.sample(self.inputs(requests=requests), per_node_refs=per_node_refs,
-                                   wall_s=wall_s)
+    def build(self, *, per_node_refs: bool, wall_s: float, requests: bool = True,
+              reconcile_refs: bool = True) -> Snapshot:
+        full = reconcile_refs or per_node_refs
+        return self.sampler.sample(self.inputs(requests=requests, leases=full),
+                                   per_node_refs=per_node_refs, wall_s=wall_s,
+                                   reconcile_refs=full)
 
     def _mapping(self) -> MappingLag:
         st = self.st

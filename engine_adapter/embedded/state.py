@@ -16,6 +16,7 @@ from typing import Any
 
 from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded.cost_model import RooflineCostModel
+from engine_adapter.embedded.decode_log import DecodeLog
 from engine_adapter.embedded.oracle import ContentOracle
 from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
 from engine_adapter.embedded.sglang_runtime import SGLangComponents
@@ -70,6 +71,7 @@ class EngineState:
     last_rollback: tuple | None = None  # (digest before admission, digest after rollback)
     last_rollback_step: int = -1
     digest_admissions: bool = False  # keep a state digest around admissions (fault checks)
+    decode_log: DecodeLog | None = None  # the direct decode path's step clocks (decode_log.py)
     _seq: itertools.count = field(default_factory=itertools.count)
     _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))
 
@@ -91,6 +93,18 @@ class EngineState:
         first = next(self._output_token)
         self._output_token = itertools.count(first + count)
         return first
+
+    def join_running(self, tr: Tracked) -> None:
+        """`tr` joins the decode batch (at its end: the batch's order)."""
+        self.running[tr.req.rid] = tr
+        if self.decode_log is not None:
+            self.decode_log.join(tr)
+
+    def leave_running(self, tr: Tracked) -> None:
+        """`tr` leaves the decode batch (finish, retraction, abort); its ITL is complete."""
+        self.running.pop(tr.req.rid, None)
+        if self.decode_log is not None:
+            self.decode_log.leave(tr)
 
     def live_tracked(self) -> list[Tracked]:
         """Requests that may hold KV rows: prefilling, decoding, reloading."""

@@ -54,12 +54,32 @@ def derive(tree_cache, leases: Iterable[Lease]) -> DerivedRefs:
     return DerivedRefs(counts, holders, node_tokens)
 
 
+def derived_protected_tokens(tree_cache, leases: Iterable[Lease]) -> int:
+    """`derive(...).protected_tokens` without the per-node counts and holders: the tokens
+    of the distinct nodes on the leased root-to-anchor paths (the token-level check)."""
+    anchors = sorted({node for _, node in leases})
+    if not anchors:
+        return 0
+    tokens: dict[int, int] = {}
+    for path in tree_cache.tree_core.collect_path_info(anchors):
+        for info in path:
+            tokens[info.node_id] = info.path_end - info.path_start
+    return sum(tokens.values())
+
+
 def reconcile(tree_cache, leases: Iterable[Lease], dumped: list[DumpedNode] | None) -> RefReconciliation:
     """Compare recorded and derived lock counts; per node only when `dumped` (SGLang's
     per-node printout, see tree_dump.py) is given. Reads only; never mutates the tree."""
     leases = list(leases)
-    derived = derive(tree_cache, leases)
     off: list[NodeRefCheck] = []
+    if dumped is None:
+        return RefReconciliation(
+            leases=len(leases),
+            recorded_protected_tokens=tree_cache.protected_size(),
+            derived_protected_tokens=derived_protected_tokens(tree_cache, leases),
+            nodes_checked=None, per_node=False, off_nodes=(),
+        )
+    derived = derive(tree_cache, leases)
     if dumped is not None:
         seen = set()
         for node in dumped:

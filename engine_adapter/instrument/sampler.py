@@ -31,6 +31,7 @@ from engine_adapter.snapshot import (
     EngineInfo,
     MappingLag,
     PoolLedger,
+    RefReconciliation,
     RequestView,
     Snapshot,
     TreeNodes,
@@ -72,15 +73,22 @@ class Sampler:
         self._seq = 0
 
     def sample(self, inputs: SampleInputs, *, per_node_refs: bool, wall_s: float,
-               notes: tuple[str, ...] = ()) -> Snapshot:
+               notes: tuple[str, ...] = (), reconcile_refs: bool = True) -> Snapshot:
         """One consistent read. per_node_refs: also read SGLang's per-node lock refs (a full
-        tree walk, see tree_dump.py); otherwise the reconciliation is token level only."""
+        tree walk, see tree_dump.py); otherwise the reconciliation is token level only.
+        reconcile_refs=False skips the derived side (a path walk per lease): the recorded
+        protected size stays, derived and the lease count read as not observed (None)."""
         tree = inputs.tree_cache
         ledger = read_ledger(inputs.allocator, tree, inputs.live_reqs,
                              host_tokens=inputs.host_tokens,
                              host_capacity_tokens=inputs.host_capacity_tokens)
         dumped = dump_nodes(tree) if per_node_refs else None
-        refs = reconcile(tree, inputs.leases, dumped)
+        if reconcile_refs or dumped is not None:
+            refs = reconcile(tree, inputs.leases, dumped)
+        else:
+            refs = RefReconciliation(leases=None, recorded_protected_tokens=tree.protected_size(),
+                                     derived_protected_tokens=None, nodes_checked=None,
+                                     per_node=False)
         alerts = self.alerts.evaluate(AlertInputs(
             ledger=ledger, counters=inputs.counters, funnel=inputs.funnel, refs=refs,
             mapping=inputs.mapping,
