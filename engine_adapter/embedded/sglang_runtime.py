@@ -109,6 +109,10 @@ def build_components(config: EngineConfig) -> SGLangComponents:
     except ImportError as err:  # pragma: no cover - depends on the installation
         raise RuntimeFailure(f"SGLang 0.5.23 is not importable ({err}); run `make setup`") from None
 
+    if config.device == "cpu":  # SGLang's CPU extend kernel, vectorized (alloc_kernel.py)
+        from engine_adapter.embedded.alloc_kernel import install
+
+        install()
     # One torch thread: the CPU pool ops are small and a second thread only contends
     # (replay sweeps parallelize across processes instead).
     torch.set_num_threads(1)
