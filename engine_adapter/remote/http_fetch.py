@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import urllib.error
 import urllib.parse
@@ -16,18 +17,27 @@ class Unreachable(Exception):
     """The server did not answer (refused, reset, timed out, DNS); the message says which."""
 
 
-def normalize_base_url(url: str) -> str:
-    """`host:port` or `http(s)://host:port[/]` to `http(s)://host:port`; InputError otherwise."""
+_HOSTNAME = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")  # name, IPv4, IPv6
+
+
+def normalize_base_url(url: str, *, what: str = "--url") -> str:
+    """`host:port` or `http(s)://host[:port][/path]` to `http(s)://host:port[/path]`;
+    InputError naming the option `what` otherwise. Without a scheme the port is required
+    (`notaurl` is a typo, not a server on port 80)."""
     candidate = url.strip()
-    if "://" not in candidate:
+    has_scheme = "://" in candidate
+    if not has_scheme:
         candidate = f"http://{candidate}"
     parsed = urllib.parse.urlsplit(candidate)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise InputError(f"--url {url!r} is not an http(s)://HOST:PORT address")
+    if (parsed.scheme not in ("http", "https") or not parsed.hostname
+            or not _HOSTNAME.fullmatch(parsed.hostname) or parsed.query or parsed.fragment):
+        raise InputError(f"{what} {url!r} is not an http(s)://HOST:PORT address")
     try:
-        _ = parsed.port  # raises ValueError for an out-of-range port
+        port = parsed.port  # raises ValueError for an out-of-range port
     except ValueError:
-        raise InputError(f"--url {url!r} has an invalid port") from None
+        raise InputError(f"{what} {url!r} has an invalid port") from None
+    if port is None and not has_scheme:
+        raise InputError(f"{what} {url!r} is not an http(s)://HOST:PORT address")
     return f"{parsed.scheme}://{parsed.netloc}{parsed.path.rstrip('/')}"
 
 

@@ -69,11 +69,7 @@ class PluginClient:
 
     def __init__(self, url: str, *, token: str | None = None, timeout_s: float = 2.0,
                  backoff: Backoff | None = None) -> None:
-        try:
-            self.url = normalize_base_url(url)
-        except InputError:
-            raise InputError(
-                f"--plugin-url {url!r} is not an http(s)://HOST:PORT address") from None
+        self.url = normalize_base_url(url, what="--plugin-url")
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout_s = timeout_s
         self._backoff = backoff or Backoff()

@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from kvctl.cli.output import to_jsonable
-from kvctl.cli.plan_common import Rendered, emit, parse_bytes, parse_int_list, parse_size_list, table
+from kvctl.cli.plan_common import Rendered, emit, parse_int_list, parse_size_list, table
 from kvctl.cli.plan_model import resolve_geometry
+from kvctl.cli.size_text import parse_size
 from kvctl.errors import InputError
 from kvctl.sizing.plan.block_size import (
     SEED_000_FIXTURE_RECORD_SIZES,
@@ -30,7 +31,7 @@ def _row_bytes(row_bytes: Optional[str], model: Optional[str], kv_dtype: Optiona
     if (row_bytes is None) == (model is None):
         raise InputError("give exactly one of --row-bytes or --model")
     if row_bytes is not None:
-        return parse_bytes(row_bytes, name="--row-bytes")
+        return parse_size(row_bytes, "--row-bytes", default_unit="b")
     return resolve_geometry(model).bytes_per_token(kv_dtype, tp=tp)
 
 

@@ -6,11 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvctl.cli.budget_options import WeightsGb, parse_size
+from kvctl.cli.budget_options import WeightsGb
 from kvctl.cli.output import to_jsonable
 from kvctl.cli.plan_assumptions import option
 from kvctl.cli.plan_common import Rendered, emit, ms, table
 from kvctl.cli.plan_model import params_count, resolve_geometry, resolve_gpu, weight_bytes_total
+from kvctl.cli.size_text import parse_size
 from kvctl.errors import InputError
 from kvctl.sizing.plan.chunked_prefill import ChunkedPrefillPlan, plan_chunked_prefill
 
@@ -33,7 +34,7 @@ def chunked_prefill_command(
     """Model iteration time, TTFT and ITL with monolithic versus chunked prefill (seed 003 napkin 0.5)."""
     geometry = resolve_geometry(model) if model is not None else None
     params = params_count(geometry, params_b)
-    weights = (float(parse_size(weights_gb, "--weights-gb")) if weights_gb is not None
+    weights = (float(parse_size(weights_gb, "--weights-gb", default_unit="gb", allow_zero=False)) if weights_gb is not None
                else weight_bytes_total(geometry, params, None))
     peak, bandwidth = _device_rates(gpu, peak_tflops, hbm_tbps)
     plan = plan_chunked_prefill(

@@ -7,9 +7,6 @@ recommendation. Nothing here computes a plan.
 
 from __future__ import annotations
 
-import math
-
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,29 +17,8 @@ from rich.table import Table
 
 from kvctl.cli.fit_table import FitTable
 from kvctl.cli.output import console, print_json
+from kvctl.cli.size_text import parse_size
 from kvctl.errors import InputError
-
-_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
-
-
-def parse_bytes(text: str, *, name: str) -> int:
-    """'65536', '64KiB', '2 MiB', '1.5GB' -> whole bytes. InputError if not whole or unknown."""
-    match = _SIZE.match(str(text))
-    unit = match.group(2).lower() if match else None
-    if not match or unit not in _UNITS:
-        raise InputError(f"{name}: cannot read {text!r} as a size (e.g. 65536, 64KiB, 2MiB, 1.5GB)")
-    value = float(match.group(1)) * _UNITS[unit]
-    if not math.isfinite(value) or value > 2**63:  # '1e999GiB' overflows to inf
-        raise InputError(f"{name}: {text!r} is too large for a size in bytes")
-    if value != int(value):
-        raise InputError(f"{name}: {text!r} is not a whole number of bytes")
-    return int(value)
-
 
 def parse_int_list(text: str, *, name: str) -> tuple[int, ...]:
     """'33,25,16' -> (33, 25, 16). InputError on anything but comma-separated integers."""
@@ -56,9 +32,10 @@ def parse_int_list(text: str, *, name: str) -> tuple[int, ...]:
 
 
 def parse_size_list(texts: Iterable[str], *, name: str) -> tuple[int, ...]:
-    """Repeated or comma-separated sizes -> bytes each."""
+    """Repeated or comma-separated sizes -> bytes each (a bare number is bytes)."""
     return tuple(
-        parse_bytes(part, name=name) for text in texts for part in str(text).split(",") if part.strip()
+        parse_size(part, name, default_unit="b")
+        for text in texts for part in str(text).split(",") if part.strip()
     )
 
 

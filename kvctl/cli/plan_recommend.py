@@ -16,12 +16,12 @@ from kvctl.cli.budget_options import (
     ReserveGb,
     RuntimeGbAlias,
     hardware_budget,
-    parse_size,
 )
 from kvctl.cli.output import console, to_jsonable
 from kvctl.cli.plan_assumptions import plan_assumptions, tool_waits, weights_source
 from kvctl.cli.plan_common import Rendered, emit, table
 from kvctl.cli.plan_model import check_context, params_count, token_bytes
+from kvctl.cli.size_text import parse_size
 from kvctl.errors import InputError
 from kvctl.sizing.budget import DEFAULT_GPU, DEFAULT_TAU_HIGH, Assumption
 from kvctl.sizing.plan.capacity import hbm_split, plan_capacity
@@ -91,7 +91,7 @@ def recommend_command(
         weight_stream_seconds=weights / float(spec.hbm_bandwidth_bytes_per_s),
         tool_wait_seconds=tool_wait_seconds, generation_seconds=waits.generation_seconds,
         itl_target_seconds=itl_target_ms / 1e3, prefill_mfu=prefill_mfu,
-        host_budget_bytes=parse_size(host_gb, "--host-gb") if host_gb is not None else None,
+        host_budget_bytes=parse_size(host_gb, "--host-gb", default_unit="gb", allow_zero=False) if host_gb is not None else None,
     )
     assumptions = plan_assumptions(
         hardware, weights=weights_source(None, None, tokens.geometry),

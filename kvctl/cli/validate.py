@@ -8,6 +8,9 @@ raises `InputError` (one line, exit 2) naming the option and the value:
     any int or float   within its RULES entry; an option without one: >= 0, <= MAX_INT
     FILE_OPTIONS       exists and is a regular file (kvctl.util.inputs.check_input_file)
     OUT_OPTIONS        writable, not an existing file (kvctl.util.inputs.check_out_dir)
+    URL_OPTIONS        an http(s)://HOST:PORT address (--url, --plugin-url), before any
+                       connection, so a typo is not reported as a dead server
+    --plugin-token     a bearer token: non-empty, printable, no spaces (never echoed)
 
 RULES is keyed by the Python parameter name (`page_size` for `--page-size`) so that a new
 command inherits the rule of an option it shares with others. Domain checks that need more
@@ -159,6 +162,28 @@ TEXT_RULES: dict[str, Callable[[str], None]] = {
 }
 
 
+def _url(name: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        from engine_adapter.remote.http_fetch import normalize_base_url  # stdlib only
+
+        normalize_base_url(value, what=flag_name(name))
+    return check
+
+
+def _bearer_token(value: str) -> None:
+    """RFC 6750 token68-like: what can follow `Bearer ` in one header line. The message
+    never repeats the value (it is a secret)."""
+    if not value or any(not ("!" <= char <= "~") for char in value):
+        raise InputError("--plugin-token must be a non-empty token of printable characters "
+                         "without spaces")
+
+
+# Options whose text is checked as a whole and whose message is the checker's own.
+URL_OPTIONS: dict[str, Callable[[str], None]] = {
+    "url": _url("url"), "plugin_url": _url("plugin_url"), "plugin_token": _bearer_token,
+}
+
+
 def check_option(name: str, value: Any) -> None:
     """Check one parsed option value by its parameter name; None (not given) always passes."""
     from kvctl.util.inputs import check_input_file, check_out_dir
@@ -171,6 +196,8 @@ def check_option(name: str, value: Any) -> None:
         return
     if isinstance(value, (int, float)):
         check_number(name, value)
+    elif name in URL_OPTIONS and isinstance(value, str):
+        URL_OPTIONS[name](value)
     elif name in TEXT_RULES and isinstance(value, str):
         try:
             TEXT_RULES[name](value)

@@ -114,8 +114,9 @@ def connect(url: str, *, plugin_url: str | None, token: str | None, block_tokens
         if not isinstance(plugin_url, str) or not plugin_url:
             raise InputError(f"{base} advertises no kvctl plugin in /server_info: {PLUGIN_FIX}, "
                              "or pass --plugin-url")
-        plugin_url = _reachable(normalize_base_url(plugin_url), base)
-    plugin = normalize_base_url(plugin_url)
+        plugin_url = _reachable(
+            normalize_base_url(plugin_url, what=f"{base}'s advertised kvctl plugin URL"), base)
+    plugin = normalize_base_url(plugin_url, what="--plugin-url")
     client = RecordsClient(plugin, token=token, timeout_s=timeout_s)
     try:
         page = client.poll()

@@ -14,7 +14,7 @@ import pytest
 from e2e.kvctl_cli import shared_prefix_prompts
 from e2e.prometheus_proc import Prometheus, wait_for
 from e2e.sglang_server import PAGE, POOL_TOKENS
-from telemetry.testing import ExporterProcess
+from support.telemetry_fixtures import ExporterProcess
 
 pytestmark = [
     pytest.mark.e2e,

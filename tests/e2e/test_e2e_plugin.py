@@ -7,11 +7,15 @@ point `kvctl` in `sglang.srt.plugins`, branch `plugin`) and the client flag
 `kvctl inspect --plugin-url` (branch `remote`). Until both are merged the test is skipped
 with that reason printed (pytest -ra); nothing else in tests/e2e depends on it. It starts
 its own server (KVCTL_SGLANG_PLUGIN=1) so the plugin never changes the shared one.
+
+The same server records (KVCTL_RECORD=1): `kvctl record` takes a trace from it and
+`kvctl replay` reads the trace back (issue 15's recording from a real server).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import threading
 
 import pytest
@@ -35,14 +39,17 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def plugin_server(tmp_path_factory):
-    """A second real server with the plugin enabled (the shared one stays plugin-free)."""
+    """A second real server with the plugin enabled (the shared one stays plugin-free), and
+    recording on (KVCTL_RECORD=1, Mooncake's 512-token blocks) for test_record_...: its
+    context is 1,024 tokens (the pool's size) so that a prompt can hold a whole block."""
     reason = _missing()
     if reason:
         pytest.skip(reason)
     port = free_port()
     server = SGLangServer(tmp_path_factory.mktemp("sglang-plugin"),
+                          extra_args=("--context-length", "1024"),
                           extra_env={"KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(port),
-                                     "KVCTL_PLUGIN_LEDGER_S": "0.2"})
+                                     "KVCTL_PLUGIN_LEDGER_S": "0.2", "KVCTL_RECORD": "1"})
     server.plugin_url = f"http://127.0.0.1:{port}"
     try:
         server.start()
@@ -70,3 +77,39 @@ def test_plugin_ledger_balances_while_requests_run(plugin_server):
     assert doc["derived"]["residual_tokens"] == 0
     assert refs is not None and refs["off_nodes"] == []  # delta_ref max 0
     assert refs["recorded_protected_tokens"] == refs["derived_protected_tokens"]
+
+
+def _drain_records(plugin_url: str) -> None:
+    """Acknowledge everything recorded so far (the warm-up, earlier tests' requests), as a
+    previous reader would, so the next reader starts at this test's requests."""
+    from kvctl.record.client import RecordsClient
+
+    client = RecordsClient(plugin_url, token=None)
+    while client.poll().records:  # each poll acks the page before it
+        pass
+
+
+def test_record_from_the_real_server_replays_its_shared_prefix(plugin_server, tmp_path):
+    """Three prompts sent to the real server (the first two share their first 512 tokens,
+    one Mooncake block; the third shares nothing), recorded by `kvctl record` through the
+    plugin, then replayed: the trace has their lengths and block ids [0, 1], [0, 2], [3],
+    and the replay finds the shared block as 512 hit tokens, nothing else."""
+    assert plugin_server.flush_cache(wait_s=30)
+    _drain_records(plugin_server.plugin_url)
+    shared = [1 + i % 500 for i in range(512)]  # token ids below the vocabulary's 512
+    prompts = [shared + [300] * 88, shared + [301] * 10, list(range(2, 302))]
+    for ids in prompts:
+        plugin_server.generate(ids, max_new_tokens=1)
+    trace = tmp_path / "t.jsonl"
+    done = kvctl("record", "--url", plugin_server.url, "--plugin-url", plugin_server.plugin_url,
+                 "--out", str(trace), "--max-requests", "3", "--duration", "60s")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [(r["input_length"], r["output_length"], r["hash_ids"]) for r in rows] == [
+        (600, 1, [0, 1]), (522, 1, [0, 2]), (300, 1, [3])]
+    assert [r["timestamp"] for r in rows] == sorted(r["timestamp"] for r in rows)
+    replayed = kvctl("replay", str(trace), "--json", timeout_s=300)  # imports SGLang
+    assert replayed.returncode == 0, replayed.stderr
+    report = json.loads(replayed.stdout)
+    assert (report["requests"], report["prompt_tokens"]) == (3, 600 + 522 + 300)
+    assert report["hit_tokens"] == 512  # the second prompt's first block, the first's

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from e2e.kvctl_cli import shared_prefix_prompts
 from e2e.prometheus_proc import wait_for
 from e2e.sglang_server import PAGE
-from telemetry.testing import ExporterProcess
+from support.telemetry_fixtures import ExporterProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from telemetry.testing import ExporterProcess
+from support.telemetry_fixtures import ExporterProcess
 
 pytestmark = [
     pytest.mark.integration,

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from telemetry.exporter import serve
 from telemetry.hygiene import NamespaceLabeler, check_exposition, check_spans
 from telemetry.otel import ReceiptSpans
-from telemetry.testing import ExporterProcess
+from support.telemetry_fixtures import ExporterProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -103,7 +103,7 @@ def test_namespace_labels_in_metrics_are_salted_hashes(run):
     from prometheus_client import CollectorRegistry, generate_latest
 
     from telemetry.collector import SnapshotCollector
-    from telemetry.testing import FixedSnapshotSource
+    from support.telemetry_fixtures import FixedSnapshotSource
 
     _, mid, _, _ = run
     labeler = NamespaceLabeler(salt=b"hygiene-test")

@@ -25,7 +25,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from remote_relay import ROOT, Relay, dead_url
 
-from telemetry.testing import ExporterProcess
+from support.telemetry_fixtures import ExporterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -58,17 +58,20 @@ def engine(idle):
 
 
 def test_ledger_equals_sglang_pool(idle, engine):
-    """free, evictable, used and pool come from SGLang's own gauges and match its objects."""
+    """free, evictable, used and pool come from SGLang's own gauges and match its objects.
+
+    Pinned from the requests alone: a 256-token pool, 3 + 2 pages of 4 cached and nothing
+    running, so evictable = 20, free = 256 - 20 = 236, used = 0."""
     idle.serve(prompt(3 * PAGE))
     idle.serve(prompt(2 * PAGE))
     assert caught_up(engine, idle)
     ledger = engine.snapshot().ledger
-    assert (
-        ledger.pool_tokens,
-        ledger.free_tokens,
-        ledger.evictable_tokens,
-        ledger.used_tokens,
-    ) == (idle.allocator.size, idle.allocator.available_size(), idle.cache.evictable_size(), 0)
+    reading = (ledger.pool_tokens, ledger.free_tokens, ledger.evictable_tokens,
+               ledger.used_tokens)
+    assert reading == (256, 236, 20, 0)
+    assert reading == (
+        idle.allocator.size, idle.allocator.available_size(), idle.cache.evictable_size(), 0
+    )
     assert (ledger.evictable_tokens, ledger.protected_tokens, ledger.private_tokens) == (
         20,
         None,
@@ -155,10 +158,17 @@ def test_eviction_counter_comes_from_the_cache_collector(idle, engine):
 
 
 def test_hit_rate_is_cached_over_prompt(idle, engine):
-    """seed 003 eq. (2): H_prefix = cached / prompt tokens, from the same read."""
-    idle.serve(prompt(2 * PAGE))
-    snapshot = engine.snapshot()
-    assert snapshot.hit_rate == snapshot.counters.hit_tokens / snapshot.counters.prompt_tokens
+    """seed 003 eq. (2): H_prefix = cached / prompt tokens. Served here: an 8-token prompt
+    (nothing cached), then it again plus 8 new tokens (its 8 cached): 24 prompt tokens,
+    8 cached, added to what the server had counted before."""
+    before = engine.snapshot().counters
+    tokens = prompt(2 * PAGE)
+    idle.serve(tokens)
+    idle.serve(tokens + prompt(2 * PAGE))
+    after = engine.snapshot()
+    assert (after.counters.prompt_tokens - before.prompt_tokens,
+            after.counters.hit_tokens - before.hit_tokens) == (24, 8)
+    assert after.hit_rate == pytest.approx((before.hit_tokens + 8) / (before.prompt_tokens + 24))
 
 
 def test_lost_events_raise_drift_alert(idle):
@@ -291,14 +301,15 @@ def test_remote_engine_is_a_read_only_snapshot_source(idle):
 
 
 def test_cli_json_is_the_snapshot(idle, engine):
-    """`kvctl inspect --url U --json`: exit 0, the ledger equals SGLang's, events mirrored."""
+    """`kvctl inspect --url U --json`: exit 0, the ledger equals SGLang's, events mirrored:
+    one 12-token prompt (3 pages) in a 256-token pool leaves 244 free."""
     idle.serve(prompt(3 * PAGE))
     assert caught_up(engine, idle)
     result = CliRunner().invoke(app, ["inspect", "--url", idle.url, "--json"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
     assert document["snapshot"]["info"]["engine"] == "remote"
-    assert document["snapshot"]["ledger"]["free_tokens"] == idle.allocator.available_size()
+    assert document["snapshot"]["ledger"]["free_tokens"] == 244 == idle.allocator.available_size()
     assert (document["mirror"]["blocks"], document["reconciliation"]["drift_tokens"]) == (3, 0)
 
 

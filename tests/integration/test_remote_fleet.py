@@ -105,15 +105,38 @@ def test_route_picks_the_worker_holding_the_prefix(workers):
     assert route["scores"][0]["score"] == pytest.approx(0.5 * 64 / 68)
 
 
+# What each worker served (loopback_demo.workload, 12 prompts, page 4): a 32-token system
+# prompt shared by 3 conversations, each turn adding 8 tokens, 4 turns per conversation, so
+# the tree holds 32 + 3 x 32 = 128 tokens (32 pages), nothing running. Prompts are
+# 3 x (40 + 48 + 56 + 64) = 624 tokens; cached before each insert: 0 for the very first,
+# 32 (the system prompt) for the other two first turns, then the previous turn's length:
+# 0 + 32 + 32 + 3 x (40 + 48 + 56) = 496. Output: 12 x 4 = 48 decode tokens.
+TREE_TOKENS, PROMPT_TOKENS, CACHED_TOKENS, DECODE_TOKENS = 128, 624, 496, 48
+
+
 def test_fleet_aggregate_sums_the_workers(workers):
-    """Per-worker ledgers sum into the aggregate (two 512-token pools)."""
+    """Per-worker ledgers are what each served (two 512-token pools, 128 evictable tokens
+    each, 512 - 128 free) and sum into the aggregate."""
     (url_a, _), (url_b, _) = workers
     document = inspect_json("--url", url_a, "--url", url_b)
-    pools = [w["snapshot"]["ledger"]["pool_tokens"] for w in document["workers"]]
-    evictable = [w["snapshot"]["ledger"]["evictable_tokens"] for w in document["workers"]]
+    ledgers = [w["snapshot"]["ledger"] for w in document["workers"]]
+    per_worker = [(ledger["pool_tokens"], ledger["evictable_tokens"], ledger["free_tokens"],
+                   ledger["used_tokens"]) for ledger in ledgers]
+    assert per_worker == [(512, TREE_TOKENS, 512 - TREE_TOKENS, 0)] * 2
     aggregate = document["aggregate"]["snapshot"]["ledger"]
-    assert (pools, aggregate["pool_tokens"]) == ([512, 512], 1024)
-    assert aggregate["evictable_tokens"] == sum(evictable)
+    assert (aggregate["pool_tokens"], aggregate["evictable_tokens"], aggregate["free_tokens"]) == (
+        1024, 2 * TREE_TOKENS, 2 * (512 - TREE_TOKENS))
+
+
+def test_each_worker_counts_what_it_served(workers):
+    """SGLang's tokenizer counters, read remotely: 12 finished requests, 624 prompt tokens,
+    496 cached, 48 decoded per worker; the mirror holds the 32 pages in the tree."""
+    (url_a, _), (url_b, _) = workers
+    document = inspect_json("--url", url_a, "--url", url_b)
+    counters = [w["snapshot"]["counters"] for w in document["workers"]]
+    assert [(c["requests_finished"], c["prompt_tokens"], c["hit_tokens"], c["decode_tokens"])
+            for c in counters] == [(12, PROMPT_TOKENS, CACHED_TOKENS, DECODE_TOKENS)] * 2
+    assert [w["mirror"]["blocks"] for w in document["workers"]] == [TREE_TOKENS // 4] * 2
 
 
 def test_each_worker_reconciles(workers):

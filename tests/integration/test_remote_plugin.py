@@ -180,7 +180,7 @@ def test_exporter_reexports_plugin_fields_under_the_embedded_names(
     funnel stages appear under the embedded engine's names (telemetry/metrics_table.py), so
     its dashboards and alerts apply; when the plugin disables itself they are gone at the
     next scrape (not its last numbers) and plugin_unavailable is active."""
-    from telemetry.testing import ExporterProcess
+    from support.telemetry_fixtures import ExporterProcess
 
     ref = engine_snapshot
     authorized = ref.funnel.stages[1].requests
@@ -210,7 +210,7 @@ def test_exporter_reexports_plugin_fields_under_the_embedded_names(
 
 def test_exporter_without_plugin_has_no_plugin_families(loopback_demo_url):
     """Without a plugin the same families are absent (not 0): SGLang does not publish them."""
-    from telemetry.testing import ExporterProcess
+    from support.telemetry_fixtures import ExporterProcess
 
     with ExporterProcess("--url", loopback_demo_url, "--interval", "0.2") as exporter:
         samples = scrape(exporter.url)

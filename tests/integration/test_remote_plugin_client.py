@@ -1,5 +1,5 @@
 """PluginClient over real loopback HTTP (tests/plugin_endpoint.py serving the seed 000
-0x0CF snapshot of telemetry/testing.py): one state per outcome, the backoff repeating a
+0x0CF snapshot of tests/support/telemetry_fixtures.py): one state per outcome, the backoff repeating a
 failure without I/O, and never a stale sample once the plugin is not ok."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from engine_adapter.remote.backoff import Backoff
 from engine_adapter.remote.plugin_client import PluginClient
 from engine_adapter.snapshot_codec import encode_snapshot
 from kvctl.errors import InputError
-from telemetry.testing import seed_snapshot
+from support.telemetry_fixtures import seed_snapshot
 
 pytestmark = pytest.mark.integration
 

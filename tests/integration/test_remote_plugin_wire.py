@@ -1,6 +1,6 @@
 """kvctl's PluginClient against the plugin's own HTTP server (engine_adapter/plugin/server.py),
 so the two ends of the wire cannot drift apart: the real `PluginServer` on loopback over a
-runtime stand-in holding the seed 000 0x0CF snapshot (telemetry/testing.py). The stand-in
+runtime stand-in holding the seed 000 0x0CF snapshot (tests/support/telemetry_fixtures.py). The stand-in
 offers only what the server reads (`settings.token`, `latest`, `disabled`,
 `disabled_reason`, `health()`); the runtime proper needs a real SGLang scheduler.
 Skipped where the plugin package is absent.
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine_adapter.remote.plugin_client import PluginClient
-from telemetry.testing import seed_snapshot
+from support.telemetry_fixtures import seed_snapshot
 
 pytestmark = pytest.mark.integration
 server_module = pytest.importorskip("engine_adapter.plugin.server")

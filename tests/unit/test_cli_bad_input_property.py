@@ -320,3 +320,50 @@ def test_unwritable_out_fails_before_any_work(tmp_path, sweep):
         assert sorted(p.name for p in tmp_path.rglob("*")) == before, label
     assert (tmp_path / "someone-elses" / "notes.txt").read_text() == "keep me\n"
     assert not os.path.exists("/proc/kvctl-out")
+
+
+# Every --url, --plugin-url and --plugin-token of every command that takes one.
+ADDRESS_OPTIONS = {"url", "plugin_url", "plugin_token"}
+ADDRESS_CASES = [(path, param.name, param.opts[0])
+                 for path, command in COMMANDS.items() for param in command.params
+                 if param.name in ADDRESS_OPTIONS]
+
+
+def bad_address(name: str):
+    """Text no address option may accept: no http(s) scheme, no port where none is implied,
+    a port out of range, a query, spaces; for the token, empty or not one header word."""
+    if name == "plugin_token":
+        return st.one_of(st.sampled_from(["", "two words", "line\nbreak", "tab\there", "ünï"]),
+                         st.text(" \t\n\r\x00\x7f", min_size=1, max_size=4))
+    return st.one_of(
+        st.sampled_from(["notaurl", "localhost", "ftp://h:1", "tcp://127.0.0.1:5557", "http://",
+                         "://x", "", " ", "h:port", "http://h:99999999", "http:// h:1",
+                         "http://h:1?x=1", "https://h:1#frag"]),
+        st.text("qzjx!@#/", min_size=1, max_size=8),  # no digits: never a HOST:PORT
+    )
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_bad_addresses_fail_before_any_connection(data):
+    """--url, --plugin-url or --plugin-token malformed, on every command that takes them,
+    with a dead --url beside it: exit 2 and one line naming the option (not the dead
+    server's message, so the shape is checked before any work); a token is never echoed."""
+    path, name, flag = data.draw(st.sampled_from(ADDRESS_CASES), label="option")
+    value = data.draw(bad_address(name), label="value")
+    if name != "url" and path in ("monitor", "exporter"):  # their base watches a scenario
+        result = invoke(path, "url", ["--url", DEAD_URL, f"{flag}={value}"])
+    else:
+        result = invoke(path, name, [f"{flag}={value}"])
+    assert_one_line_error(result)
+    assert flag in result.stderr and not any(w in result.stderr for w in DEAD_SERVER_WORDS)
+    if name == "plugin_token" and value.strip():
+        assert value not in result.stderr
+
+
+def test_every_address_option_is_a_case():
+    """The four remote commands each contribute their --url, --plugin-url, --plugin-token."""
+    assert sorted((path, name) for path, name, _ in ADDRESS_CASES) == sorted(
+        (path, name) for path in ("inspect", "monitor", "exporter", "record")
+        for name in ADDRESS_OPTIONS)

@@ -242,4 +242,5 @@ def test_capacity_size_options_reject_non_sizes(option, value):
     result = run("plan", "capacity", "--bytes-per-token", "327680", "--params-b", "70", "--context", "1024",
                  "--output", "0", option, value)
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"kvctl: error: {option} '{value}'")
+    assert result.stderr == (f"kvctl: error: {option}: cannot read '{value}' as a size "
+                             "(e.g. 80 (GB), 80GiB, 512MiB)\n")

@@ -101,7 +101,7 @@ def test_kv_dtype_fp8_halves_the_row():
         (("--model", "Llama-3-70B", "--tp", "3"), "TP=3 does not divide Llama-3-70B's 64 query"),
         (("--model", "Qwen2.5-7B", "--tp", "7"), "TP=7 cannot replicate Qwen2.5-7B's 4 KV heads"),
         (("--model", "Llama-3-8B", "--hbm-gb", "0"), "--hbm-gb must be positive"),
-        (("--model", "Llama-3-8B", "--weights-gb", "-3"), "--weights-gb '-3'"),
+        (("--model", "Llama-3-8B", "--weights-gb", "-3"), "--weights-gb: cannot read '-3' as a size"),
         (("--model", "Llama-3-8B", "--tp", "0"), "--tp must be positive, got 0"),
         (("--model", "Llama-3-8B", "--page-size", "0"), "--page-size must be positive"),
         (("--model", "Llama-3-8B", "--context", "8192,abc"), "--context 'abc'"),
@@ -112,7 +112,7 @@ def test_kv_dtype_fp8_halves_the_row():
         (("--model", "Llama-3-8B", "--mean-length", "0"), "--mean-length must be positive, got 0"),
         (("--model", "Llama-3-8B", "--mean-length", "9000"), "--mean-length 9,000 exceeds"),
         (("--model", "Llama-3-8B", "--batch", "-1"), "--batch must be positive"),
-        (("--model", "Llama-3-8B", "--reserve-gb", "-1"), "--reserve-gb '-1'"),
+        (("--model", "Llama-3-8B", "--reserve-gb", "-1"), "--reserve-gb: cannot read '-1' as a size"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message):

@@ -2,7 +2,7 @@
 discovery through /server_info (server_info.py), and the fleet sum of plugin-fed refs.
 
 The remote read is built from SGLang-format metrics text (1024 = 600 free + 300 evictable
-+ 124 used); the plugin's snapshot carries seed 000 0x0CF's numbers (telemetry/testing.py:
++ 124 used); the plugin's snapshot carries seed 000 0x0CF's numbers (tests/support/telemetry_fixtures.py:
 12 = 3 free + 2 evictable + 5 protected + 2 private, funnel 12 >= 11 >= 9 ... >= 4).
 """
 
@@ -19,7 +19,7 @@ from engine_adapter.remote.plugin_client import PluginRead
 from engine_adapter.remote.plugin_merge import merge, plugin_down
 from engine_adapter.remote.server_info import parse_server_info
 from engine_adapter.remote.snapshot_build import NOT_OBSERVABLE, build_snapshot
-from telemetry.testing import seed_funnel, seed_snapshot
+from support.telemetry_fixtures import seed_funnel, seed_snapshot
 
 pytestmark = pytest.mark.unit
 

@@ -120,6 +120,8 @@ def test_non_object_is_malformed():
         ("localhost:30000", "http://localhost:30000"),
         ("http://h:1/", "http://h:1"),
         ("https://h:8443", "https://h:8443"),
+        ("http://localhost", "http://localhost"),  # a scheme implies its port
+        ("http://[::1]:9/", "http://[::1]:9"),
     ],
 )
 def test_base_url_is_normalized(raw, expected):
@@ -127,8 +129,10 @@ def test_base_url_is_normalized(raw, expected):
     assert normalize_base_url(raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["ftp://h:1", "http://", "http://h:99999999"])
+@pytest.mark.parametrize("raw", ["ftp://h:1", "http://", "http://h:99999999", "notaurl",
+                                 "http:// h:1", "http://h:1?x=1"])
 def test_bad_base_url_is_input_error(raw):
-    """Anything but http(s)://HOST[:PORT] is an input error."""
+    """Anything but http(s)://HOST[:PORT] or HOST:PORT is an input error (a bare word has no
+    scheme to imply a port: it is a typo, not a server on port 80)."""
     with pytest.raises(InputError):
         normalize_base_url(raw)

@@ -13,7 +13,7 @@ from engine_adapter.snapshot import Alert, RefReconciliation, RequestView, Snaps
 from telemetry.collector import SnapshotCollector
 from telemetry.hygiene import NamespaceLabeler
 from telemetry.metrics_table import METRICS
-from telemetry.testing import FixedSnapshotSource, seed_snapshot
+from support.telemetry_fixtures import FixedSnapshotSource, seed_snapshot
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +49,7 @@ def test_utilization_and_token_usage_on_the_seed_ledger():
 
 def test_funnel_stages_and_rejections_match_seed_000_0x0CF():
     """The checked synthetic counts 12, 11, 9, 7, 6, 6, 5, 4, 4 and their rejection buckets:
-    the fixture only says what happened to each request (telemetry.testing.SEED_OUTCOMES);
+    the fixture only says what happened to each request (support.telemetry_fixtures.SEED_OUTCOMES);
     the counts come out of the real FunnelRecorder and the collector."""
     registry, _ = _registry()
     stages = ("requests", "authorized", "candidates", "compatible", "current_generation",

@@ -10,7 +10,7 @@ import pytest
 
 from kvctl.errors import InputError
 from telemetry.exporter import DEFAULT_HOST, DEFAULT_PORT, serve
-from telemetry.testing import FixedSnapshotSource, seed_snapshot
+from support.telemetry_fixtures import FixedSnapshotSource, seed_snapshot
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from engine_adapter.receipts import Receipt
 from telemetry.collector import SnapshotCollector
 from telemetry.hygiene import NamespaceLabeler, check_exposition, check_spans
 from telemetry.otel import ReceiptSpans
-from telemetry.testing import FixedSnapshotSource, seed_snapshot
+from support.telemetry_fixtures import FixedSnapshotSource, seed_snapshot
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from telemetry.exporter import serve
-from telemetry.testing import FixedSnapshotSource, seed_snapshot
+from support.telemetry_fixtures import FixedSnapshotSource, seed_snapshot
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from engine_adapter.receipts import Receipt
 from telemetry.otel import ReceiptSpans
 from telemetry.service import run_exporter
-from telemetry.testing import FixedSnapshotSource, seed_snapshot
+from support.telemetry_fixtures import FixedSnapshotSource, seed_snapshot
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from engine_adapter.snapshot import TreeNodes, TreeNodeView
-from telemetry.testing import seed_snapshot
+from support.telemetry_fixtures import seed_snapshot
 
 pytestmark = pytest.mark.unit
 

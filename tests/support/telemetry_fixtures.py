@@ -1,7 +1,8 @@
-"""Hand-built Snapshots, a fixed-sequence SnapshotSource and an exporter subprocess, for
-tests only.
+"""Test support (tests/support, imported as `support.telemetry_fixtures`; no product code
+imports it): hand-built Snapshots, a fixed-sequence SnapshotSource and an exporter
+subprocess.
 
-TEST-ONLY. `seed_snapshot()` builds a real `Snapshot` carrying the worked numbers of seed 000
+`seed_snapshot()` builds a real `Snapshot` carrying the worked numbers of seed 000
 0x0CF (funnel 12 >= 11 >= 9 >= 7 >= 6 >= 6 >= 5 >= 4 >= 4, built by the real FunnelRecorder
 from what happened to each request; ledger 12 = 3 free + 2 evictable
 + 5 live + 2 reserved/copying; delta_ref = 9 - 9 = 0; L_map = 0), so collector tests can
@@ -103,9 +104,12 @@ def seed_snapshot(seq: int = 1, **changes: object) -> Snapshot:
         tree=TreeStats(nodes=5, cached_tokens=7, max_depth_tokens=5, leaves=2),
         alerts=(),
         requests=(
-            RequestView(rid="r1", state="running", namespace="tenant-a", prompt_tokens=1000,
-                        output_tokens=3, prefix_hit_tokens=100),
-            RequestView(rid="r2", state="waiting", namespace="", prompt_tokens=1000,
+            # two of the 12 requests as SEED_OUTCOMES tells them: an executed hit reusing
+            # its 64-token prefix, and one still waiting (no hit yet)
+            RequestView(rid="r1", state="running", namespace="tenant-a",
+                        prompt_tokens=PROMPT_TOKENS, output_tokens=3,
+                        prefix_hit_tokens=PREFIX_TOKENS),
+            RequestView(rid="r2", state="waiting", namespace="", prompt_tokens=PROMPT_TOKENS,
                         output_tokens=0, prefix_hit_tokens=0),
         ),
     )
@@ -164,7 +168,7 @@ class ExporterProcess:
         self.stderr = ""
 
     def __enter__(self) -> ExporterProcess:
-        root = Path(__file__).resolve().parents[1]
+        root = Path(__file__).resolve().parents[2]
         self._process = subprocess.Popen(self._command, cwd=root, env=self._env, text=True,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         line: list[str] = []
