@@ -123,70 +123,74 @@ class DirectCache:
 
     # ---- decode ------------------------------------------------------------------------
 
-    def decode_demand(self, reqs: list) -> int:
-        """Tokens the next decode step needs (`new_tokens_required_next_decode`)."""
+    def decode_demand(self, reqs: list, committed: np.ndarray | None = None) -> int:
+        """Tokens the next decode step needs (`new_tokens_required_next_decode`);
+        `committed`: the requests' committed lengths, when the caller has them."""
         page = self.page
+        if committed is not None:
+            return int(np.count_nonzero(committed % page == 0)) * page
         return sum(1 for r in reqs if r.kv.kv_committed_len % page == 0) * page
 
-    def decode_fits(self, reqs: list) -> bool:
+    def decode_fits(self, reqs: list, committed: np.ndarray | None = None) -> bool:
         """`ScheduleBatch.check_decode_mem`: evicts reclaimable cache, then compares."""
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
         return self.sg.allocator.check_decode_capacity(
-            num_tokens=self.decode_demand(reqs), tree_cache=self.sg.tree_cache,
+            num_tokens=self.decode_demand(reqs, committed), tree_cache=self.sg.tree_cache,
             requests=reqs, spec_algorithm=SpeculativeAlgorithm.NONE)
 
-    def decode(self, reqs: list) -> None:
-        """`alloc_for_decode_default(batch, token_per_req=1)` for `reqs` in batch order."""
+    def decode(self, reqs: list, rows: np.ndarray, committed: np.ndarray) -> None:
+        """`alloc_for_decode_default(batch, token_per_req=1)` for `reqs` in batch order;
+        `rows` / `committed`: their `req_to_token` rows and committed lengths (the latter
+        advanced by one here, as each `Req`'s)."""
         import torch
         from sglang.srt.mem_cache.allocation import alloc_paged_token_slots_decode
 
         sg = self.sg
         table = sg.req_to_token_pool.req_to_token
-        rows = torch.tensor([r.kv.req_pool_idx for r in reqs], dtype=torch.int64)
-        seq = torch.tensor([r.kv.kv_committed_len for r in reqs], dtype=torch.int64)
-        last_loc = table[rows, seq - 1]
+        row_t = torch.from_numpy(rows)
+        seq = torch.from_numpy(committed)
+        last_loc = table[row_t, seq - 1]
         with stdout_to_stderr():
             out = alloc_paged_token_slots_decode(
                 tree_cache=sg.tree_cache, seq_lens=seq + 1, seq_lens_cpu=seq + 1,
                 last_loc=last_loc, token_per_req=1)
-        table[rows, seq] = out.to(torch.int32)
+        table[row_t, seq] = out.to(torch.int32)
+        committed += 1
         for req in reqs:
-            req.kv.kv_allocated_len += 1
-            req.kv.kv_committed_len += 1
+            kv = req.kv
+            kv.kv_allocated_len += 1
+            kv.kv_committed_len += 1
 
-    def jump_pages(self, reqs: list, steps: int) -> np.ndarray:
-        """Cumulative new pages that `steps` single decode steps would take: element j is
-        the pages taken by steps 1..j (element 0 is 0)."""
-        page = self.page
-        committed = np.fromiter((r.kv.kv_committed_len for r in reqs), dtype=np.int64,
-                                count=len(reqs))
+    def jump_pages(self, committed: np.ndarray, steps: int) -> np.ndarray:
+        """Cumulative new pages that `steps` single decode steps would take from committed
+        lengths `committed`: element j is the pages taken by steps 1..j (element 0 is 0)."""
         offsets = np.arange(steps, dtype=np.int64)[:, None]
-        per_step = ((committed[None, :] + offsets) % page == 0).sum(axis=1)
+        per_step = ((committed[None, :] + offsets) % self.page == 0).sum(axis=1)
         return np.concatenate([[0], np.cumsum(per_step)])
 
-    def decode_many(self, reqs: list, steps: int) -> None:
-        """`steps` decode tokens per request in one allocator call. Only for a span in which
-        the single-step path would make no tree call (the caller checked that the pool
-        stays at or above the per-step eviction trigger); the pages taken are the same in
-        number, only their ids' assignment to requests differs."""
+    def decode_many(self, reqs: list, rows: np.ndarray, committed: np.ndarray, steps: int) -> None:
+        """`steps` decode tokens per request in one allocator call (`committed` advanced in
+        place). Only for a span in which the single-step path would make no tree call (the
+        caller checked that the pool stays at or above the per-step eviction trigger); the
+        pages taken are the same in number, only their ids' assignment to requests differs."""
         import torch
 
         sg = self.sg
         table = sg.req_to_token_pool.req_to_token
-        rows = [r.kv.req_pool_idx for r in reqs]
-        committed = [r.kv.kv_committed_len for r in reqs]
-        prefix = torch.tensor(committed, dtype=torch.int64)
+        prefix = torch.from_numpy(committed.copy())
         seq = prefix + steps
-        last_loc = table[torch.tensor(rows, dtype=torch.int64), prefix - 1].to(torch.int64)
+        last_loc = table[torch.from_numpy(rows), prefix - 1].to(torch.int64)
         out = sg.allocator.alloc_extend(prefix, prefix, seq, seq, last_loc, steps * len(reqs))
         if out is None:  # the caller's page count said it fits: a bug, not a full pool
             raise RuntimeError("decode jump: the allocator refused pages counted as free")
-        out = out.view(len(reqs), steps).to(torch.int32)
-        for index, req in enumerate(reqs):
-            table[rows[index], committed[index] : committed[index] + steps] = out[index]
-            req.kv.kv_allocated_len += steps
-            req.kv.kv_committed_len += steps
+        columns = torch.from_numpy(committed[:, None] + np.arange(steps, dtype=np.int64))
+        table[torch.from_numpy(rows)[:, None], columns] = out.view(len(reqs), steps).to(torch.int32)
+        committed += steps
+        for req in reqs:
+            kv = req.kv
+            kv.kv_allocated_len += steps
+            kv.kv_committed_len += steps
 
     # ---- retraction --------------------------------------------------------------------
 

@@ -25,6 +25,8 @@ the same step-major order, so every later tree call sees the same keys.
 
 from __future__ import annotations
 
+import numpy as np
+
 from engine_adapter.embedded.cache_ops import DirectCache
 from engine_adapter.embedded.decode import settle_retraction
 from engine_adapter.embedded.decode_log import DecodeLog
@@ -45,6 +47,20 @@ class DirectDecode:
         self.cache = cache
         self.jump_available: list[int] = []
         self.log = st.decode_log = DecodeLog()
+        self._view: tuple | None = None  # (running version, reqs, rows, committed)
+
+    def batch(self) -> tuple[list, np.ndarray, np.ndarray]:
+        """The running `Req`s in batch order with their `req_to_token` rows and committed
+        lengths as arrays, rebuilt only when the batch changed (`running_version`); the
+        decode calls keep `committed` in step with each `Req`'s `kv_committed_len`."""
+        st = self.st
+        if self._view is None or self._view[0] != st.running_version:
+            reqs = [t.req for t in st.running.values()]
+            rows = np.fromiter((r.kv.req_pool_idx for r in reqs), dtype=np.int64, count=len(reqs))
+            committed = np.fromiter((r.kv.kv_committed_len for r in reqs), dtype=np.int64,
+                                    count=len(reqs))
+            self._view = (st.running_version, reqs, rows, committed)
+        return self._view[1], self._view[2], self._view[3]
 
     def prepare(self) -> tuple[int, int]:
         """Retract if needed and allocate this step's decode slots.
@@ -52,16 +68,16 @@ class DirectDecode:
         st = self.st
         if not st.running:
             return 0, 0
-        reqs = [t.req for t in st.running.values()]
-        if not self.retention.make_room(lambda: self.cache.decode_fits(reqs)):
-            retracted, aborted, kept = self.cache.retract(reqs)
+        reqs, _, committed = self.batch()
+        if not self.retention.make_room(lambda: self.cache.decode_fits(reqs, self.batch()[2])):
+            retracted, aborted, kept = self.cache.retract(self.batch()[0])
             settle_retraction(st, self.retention, retracted, aborted)
-            st.running = {r.rid: st.running[r.rid] for r in kept}  # the batch's new order
+            st.reorder_running([r.rid for r in kept])  # the batch's new order
             if not st.running:
                 return 0, 0
-            reqs = kept
-        self.cache.decode(reqs)
-        return len(reqs), sum(r.kv.kv_committed_len for r in reqs)
+        reqs, rows, committed = self.batch()
+        self.cache.decode(reqs, rows, committed)
+        return len(reqs), int(committed.sum())
 
     def complete(self, model_tokens: list[int] | None = None) -> None:
         """Append one output token per request (the model's, when one ran; else synthetic
@@ -101,16 +117,16 @@ class DirectDecode:
         """Clock values at the end of each step of the longest qualifying span starting
         now (see module docstring); fewer than 2 means: take a single step."""
         st = self.st
-        reqs = [t.req for t in st.running.values()]
+        reqs, _, committed = self.batch()
         bs = len(reqs)
         page = self.cache.page
         finish = self.log.next_finish(st.running)
         limit = MAX_JUMP_STEPS if finish is None else min(MAX_JUMP_STEPS, finish - self.log.step + 1)
         if limit < 2:
             return []
-        taken = self.cache.jump_pages(reqs, limit)
+        taken = self.cache.jump_pages(committed, limit)
         free = st.sg.allocator.available_size()
-        context = sum(r.kv.kv_committed_len for r in reqs)
+        context = int(committed.sum())
         clocks: list[float] = []
         self.jump_available = []  # free tokens at the start of each step of the span
         clock = st.clock_s
@@ -131,7 +147,7 @@ class DirectDecode:
         st = self.st
         running = st.running
         bs, steps = len(running), len(clocks)
-        self.cache.decode_many([t.req for t in running.values()], steps)
+        self.cache.decode_many(*self.batch(), steps)
         base = st.take_output_tokens(bs * steps)
         st.clock_s = clocks[-1]
         for index, tr in enumerate(running.values()):

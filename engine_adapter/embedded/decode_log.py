@@ -25,6 +25,8 @@ from __future__ import annotations
 import heapq
 from array import array
 
+import numpy as np
+
 from engine_adapter.embedded.requests import Tracked
 
 
@@ -62,14 +64,9 @@ class DecodeLog:
         end = len(self.clocks)
         if end <= start:
             return
-        previous = tr.last_token_s
-        itl = tr.itl
-        clocks = self.clocks
-        for index in range(start, end):
-            now = clocks[index]
-            itl.append(now - previous)
-            previous = now
-        tr.last_token_s = previous
+        run = np.frombuffer(self.clocks, dtype=np.float64)[start:end]
+        tr.itl.extend(np.diff(run, prepend=tr.last_token_s).tolist())
+        tr.last_token_s = float(run[-1])
 
     def due(self, step: int, running: dict) -> list[Tracked]:
         """Running requests whose last token is decoded at `step`, in batch order."""

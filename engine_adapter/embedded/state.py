@@ -63,6 +63,7 @@ class EngineState:
     reloading: list[Tracked] = field(default_factory=list)
     running_batch: Any = None  # sglang ScheduleBatch of decoding requests (exact batches only)
     running: dict[str, Tracked] = field(default_factory=dict)  # rid -> tracked, decoding, batch order
+    running_version: int = 0  # bumped by every change to `running` (join, leave, reorder)
     leases: dict[str, RetentionLease] = field(default_factory=dict)  # session -> lease
     finished: list[FinishedRecord] = field(default_factory=list)
     receipts: list[Receipt] = field(default_factory=list)
@@ -97,14 +98,22 @@ class EngineState:
     def join_running(self, tr: Tracked) -> None:
         """`tr` joins the decode batch (at its end: the batch's order)."""
         self.running[tr.req.rid] = tr
+        self.running_version += 1
         if self.decode_log is not None:
             self.decode_log.join(tr)
 
     def leave_running(self, tr: Tracked) -> None:
         """`tr` leaves the decode batch (finish, retraction, abort); its ITL is complete."""
         self.running.pop(tr.req.rid, None)
+        self.running_version += 1
         if self.decode_log is not None:
             self.decode_log.leave(tr)
+
+    def reorder_running(self, rids: list[str]) -> None:
+        """The decode batch becomes `rids`, in that order (SGLang's filter_batch after a
+        retraction keeps the survivors in retraction order)."""
+        self.running = {rid: self.running[rid] for rid in rids}
+        self.running_version += 1
 
     def live_tracked(self) -> list[Tracked]:
         """Requests that may hold KV rows: prefilling, decoding, reloading."""
