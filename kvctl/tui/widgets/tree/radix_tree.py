@@ -13,19 +13,30 @@ list is rebuilt only when its membership changed, and expansion survives across 
                CHILD_LIMIT); each such node's path is opened once, the first read it
                appears in, so the table's `node` column always names a visible node
                until the operator collapses it
+
+Painting: Textual's `Tree` caches a painted line under a key that holds the update count
+of every node on the line's path, so relabelling one ancestor (the shared prefix's lock
+refs change on almost every read) repaints every line below it, and a line 35 levels deep
+costs about a millisecond. `_render_line` keeps a second cache whose key holds what a line
+shows: its own node's updates, its position, and the hover/selection state of its path
+(which colours the guides); structural changes bump the Tree's own count, in both keys.
+Relies on Textual 8.2's `Tree` internals (requirements/kvctl.txt pins it).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from rich.style import Style
 from rich.text import Text
+from textual.cache import LRUCache
+from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from kvctl.tui import format as fmt
 from kvctl.tui.tree_index import ROOT, TreeIndex
-from kvctl.tui.widgets.tree.node_label import label_key, node_label
+from kvctl.tui.widgets.tree.node_label import label_key, node_label, row_key
 
 CHILD_LIMIT = 200
 FILTER_LIMIT = 200
@@ -43,6 +54,7 @@ class MoreChildren(NamedTuple):
 
 class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
     def __init__(self, **kwargs) -> None:
+        self._painted: LRUCache[tuple, Strip] = LRUCache(1024)  # before Tree may clear it
         super().__init__("radix tree: no per-node read yet", data=None, **kwargs)
         self.index: TreeIndex | None = None
         self.read_at_step: int | None = None
@@ -57,6 +69,28 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._revealed: set[int] = set()
         self._opened_prefix = False
         self.root.expand()
+
+    # ---- painting ------------------------------------------------------------------------
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        lines = self._tree_lines
+        if y >= len(lines):
+            return super()._render_line(y, x1, x2, base_style)
+        line = lines[y]
+        key = (
+            y, x1, x2, base_style, self._updates, self._pseudo_class_state, self.has_focus,
+            self.hover_line == y, self.cursor_line == y, self.size.width,
+            self.virtual_size.width, line.last, line.node._updates,
+            tuple((node._hover_, node._selected_) for node in line.path),
+        )  # fmt: skip
+        strip = self._painted.get(key)
+        if strip is None:
+            strip = self._painted[key] = super()._render_line(y, x1, x2, base_style)
+        return strip
+
+    def _clear_line_cache(self) -> None:
+        super()._clear_line_cache()
+        self._painted.clear()
 
     # ---- inputs ----------------------------------------------------------------------------
 
@@ -192,27 +226,27 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
                 tree_node.remove_children()
             return
         keep = None if node_id in self._matches else self._keep
-        page = index.children(node_id, limit=CHILD_LIMIT, keep=keep,
-                              pinned=self._pinned | self._leased)
-        wanted = [view.node_id for view in page.shown]
+        page = index.child_rows(node_id, limit=CHILD_LIMIT, keep=keep,
+                                pinned=self._pinned | self._leased)
+        nodes = index.nodes
+        wanted = [nodes.node_id[row] for row in page.rows]
         mounted = [c.data.node_id for c in tree_node.children if isinstance(c.data, NodeRow)]
         if wanted != mounted:
             tree_node.remove_children()
-            for view in page.shown:
-                children = index.child_count(view.node_id)
+            for row, children in zip(page.rows, page.child_counts):
+                view = nodes.row(row)
                 tree_node.add(
                     node_label(view, children),
                     data=NodeRow(view.node_id, label_key(view, children)),
                     expand=view.node_id in self._expanded,
                     allow_expand=children > 0,
                 )
-        else:
-            for child, view in zip(tree_node.children, page.shown):
-                children = index.child_count(view.node_id)
-                key = label_key(view, children)
+        else:  # the same children: relabel only those whose label changed
+            for child, row, children in zip(tree_node.children, page.rows, page.child_counts):
+                key = row_key(nodes, row, children)
                 if child.data.key != key:
-                    child.data = NodeRow(view.node_id, key)
-                    child.set_label(node_label(view, children))
+                    child.data = NodeRow(child.data.node_id, key)
+                    child.set_label(node_label(nodes.row(row), children))
                     child.allow_expand = children > 0
         self._sync_more(tree_node, node_id, page.hidden)
         if not tree_node.is_expanded:
