@@ -27,9 +27,8 @@ Kinds of refresh, alternating between two different trees/request lists:
             subtree per frame): nothing about the last read's shape can be reused
   stats     snapshots without a per-node read (the common case: the tree is kept)
 
-Before and after, in one run: each kind is measured for `baseline` (the browser painting
-with Textual's own line cache and every read indexed from scratch, as before the paint
-cache and shared lookups) and for `kvctl` as shipped, in interleaved halves (baseline,
+Before and after, in one run: each kind is measured for `baseline` (the browser's refresh
+shortcuts switched off, see `Variant`) and for `kvctl` as shipped, in interleaved halves (baseline,
 kvctl, baseline, kvctl) so that load drift hits both. Prints p50/p95 of each and the
 baseline/kvctl ratio of the p95s.
 
@@ -190,15 +189,22 @@ def tree_for(kind: str, trees, frame: int, *, flat: bool):
     return trees[frame % 2]
 
 
+def _set_label(self, node, label) -> None:
+    node.set_label(label)  # Textual's: one repaint message per relabelled node
+
+
 class Variant:
-    """What is measured: `kvctl` as shipped, or `baseline`, the same app with the two
-    shared parts of a tree refresh switched off: the browser paints with Textual's own
-    line cache only (relabelling an ancestor repaints every line under it), and every
-    per-node read is indexed from scratch (no lookups shared with a same-shape read)."""
+    """What is measured: `kvctl` as shipped, or `baseline`, the same app with the browser's
+    refresh shortcuts switched off, as before them: it paints with Textual's own line
+    cache only (relabelling an ancestor repaints every line under it), relabels through
+    `set_label` (a repaint message per node), measures labels by rendering them, and
+    indexes every per-node read from scratch (no lookups shared with a same-shape read).
+    (Reading label keys from the columns and relabelling the "… N more" row in place are
+    in both.)"""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._saved = None
+        self._saved: dict = {}
 
     def __enter__(self) -> Variant:
         from textual.widgets import Tree
@@ -206,15 +212,18 @@ class Variant:
         from kvctl.tui.widgets.tree.radix_tree import RadixTreeBrowser
 
         if self.name == "baseline":
-            self._saved = RadixTreeBrowser.__dict__["_render_line"]
-            RadixTreeBrowser._render_line = Tree._render_line
+            for attr, plain in (("_render_line", Tree._render_line),
+                                ("get_label_width", Tree.get_label_width),
+                                ("_relabel", _set_label)):
+                self._saved[attr] = RadixTreeBrowser.__dict__[attr]
+                setattr(RadixTreeBrowser, attr, plain)
         return self
 
     def __exit__(self, *exc) -> None:
         from kvctl.tui.widgets.tree.radix_tree import RadixTreeBrowser
 
-        if self._saved is not None:
-            RadixTreeBrowser._render_line = self._saved
+        for attr, shipped in self._saved.items():
+            setattr(RadixTreeBrowser, attr, shipped)
 
     def forget_last_index(self) -> None:
         import kvctl.tui.tree_index as tree_index

@@ -56,3 +56,50 @@ async def test_a_relabelled_ancestor_and_child_are_repainted_and_nothing_else(ma
     unchanged = [i for i in range(len(before)) if i not in (top_line, child_line)]
     assert len(unchanged) > 3
     assert [after[i] for i in unchanged] == [before[i] for i in unchanged]
+
+
+async def test_label_widths_are_textuals_without_rendering(make_run):
+    """get_label_width gives, for every mounted node (expandable or not, open or shut),
+    the cell width of the label Textual's own method renders."""
+    from textual.widgets import Tree
+
+    app = make_app(make_run(steps=STEPS), refresh_s=60.0, label="lifecycle-check.yaml")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        browser = app.screen.query_one(RadixTreeBrowser)
+        nodes = [line.node for line in browser._tree_lines]
+        assert any(n.allow_expand and n.is_expanded for n in nodes)
+        assert any(not n.allow_expand for n in nodes)
+        assert [browser.get_label_width(n) for n in nodes] == [
+            Tree.get_label_width(browser, n) for n in nodes
+        ]
+
+
+async def test_a_new_hidden_child_relabels_the_more_row_in_place(make_run, monkeypatch):
+    """With 2 children shown per parent, a read with one more (small) child under the
+    shared prefix counts it in the same "… N more" row, relabelled, not replaced."""
+    from engine_adapter.snapshot import TreeNodeView
+    from kvctl.tui.widgets.tree import radix_tree
+    from kvctl.tui.widgets.tree.radix_tree import MoreChildren
+
+    monkeypatch.setattr(radix_tree, "CHILD_LIMIT", 2)
+    app = make_app(make_run(steps=STEPS), refresh_s=60.0, label="lifecycle-check.yaml")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        browser = app.screen.query_one(RadixTreeBrowser)
+        snapshot = app.screen.snapshot
+        (top,) = browser.root.children
+        (marker,) = [c for c in top.children if isinstance(c.data, MoreChildren)]
+        hidden = marker.data.hidden
+        rows = [c for c in top.children if not isinstance(c.data, MoreChildren)]
+        assert hidden == browser.index.child_count(top.data.node_id) - len(rows) > 0
+        new_id = max(snapshot.tree_nodes.node_id) + 1
+        extra = TreeNodeView(node_id=new_id, parent_id=top.data.node_id, depth=2, tokens=1,
+                             pages=1, recorded_lock_ref=0, derived_lock_ref=0)
+        grown = TreeNodes.of((*snapshot.tree_nodes, extra))
+        app.publish(dataclasses.replace(snapshot, tree_nodes=grown, seq=snapshot.seq + 1))
+        await pilot.pause()
+        markers = [c for c in top.children if isinstance(c.data, MoreChildren)]
+        shown = widget_text(browser)
+    assert markers == [marker] and marker.data.hidden == hidden + 1
+    assert f"… {hidden + 1:,} more (largest 2 shown" in shown

@@ -20,13 +20,17 @@ refs change on almost every read) repaints every line below it, and a line 35 le
 costs about a millisecond. `_render_line` keeps a second cache whose key holds what a line
 shows: its own node's updates, its position, and the hover/selection state of its path
 (which colours the guides); structural changes bump the Tree's own count, in both keys.
-Relies on Textual 8.2's `Tree` internals (requirements/kvctl.txt pins it).
+A structural change makes Textual rebuild its line list and measure every mounted label;
+`get_label_width` measures without rendering, and a changed "… N more" count relabels its
+row instead of replacing it (no structural change). Relies on Textual 8.2's `Tree`
+internals (requirements/kvctl.txt pins it).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
@@ -91,6 +95,15 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
     def _clear_line_cache(self) -> None:
         super()._clear_line_cache()
         self._painted.clear()
+
+    def get_label_width(self, node: TreeNode) -> int:
+        """What Textual's default measures (the rendered label: toggle icon, then the
+        label), without rendering it: Textual measures every mounted line this way on each
+        rebuild of its line list, which a new child or a removed one triggers."""
+        if not node.allow_expand:
+            return node.label.cell_len
+        icon = self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE
+        return cell_len(icon) + node.label.cell_len
 
     # ---- inputs ----------------------------------------------------------------------------
 
@@ -181,6 +194,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._expanded.add(node_id)
         if self.index is not None:
             self._sync(event.node, node_id)
+            self.refresh()
 
     def on_tree_node_collapsed(self, event: Tree.NodeCollapsed) -> None:
         node_id = _node_id(event.node)
@@ -198,9 +212,17 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._expanded = {ROOT} | parents
 
     def _sync_all(self) -> None:
-        self.root.set_label(self._root_label())
+        self._relabel(self.root, self._root_label())
         if self.index is not None:
             self._sync(self.root, ROOT)
+        self.refresh()  # repaint the visible lines; unchanged ones come from the paint cache
+
+    def _relabel(self, node: TreeNode, label: Text) -> None:
+        """`TreeNode.set_label` without its repaint message: set_label queues, per node, a
+        scan of every visible line to repaint the node's and all lines below it (which the
+        paint cache makes needless); `_sync_all` repaints once instead."""
+        node._label = self.process_label(label)
+        node._updates += 1
 
     def _root_label(self) -> Text:
         if self.index is None:
@@ -246,7 +268,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
                 key = row_key(nodes, row, children)
                 if child.data.key != key:
                     child.data = NodeRow(child.data.node_id, key)
-                    child.set_label(node_label(nodes.row(row), children))
+                    self._relabel(child, node_label(nodes.row(row), children))
                     child.allow_expand = children > 0
         self._sync_more(tree_node, node_id, page.hidden)
         if not tree_node.is_expanded:
@@ -260,14 +282,19 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
     def _sync_more(self, tree_node: TreeNode, node_id: int | None, hidden: int) -> None:
         last = tree_node.children[-1] if tree_node.children else None
         marker = last if last is not None and isinstance(last.data, MoreChildren) else None
-        if marker is not None and (not hidden or marker.data.hidden != hidden):
+        if marker is not None and not hidden:
             marker.remove()
-            marker = None
-        if hidden and marker is None:
-            text = Text(
-                f"… {hidden:,} more (largest {CHILD_LIMIT} shown; / to filter)", style="dim italic"
-            )
-            tree_node.add_leaf(text, data=MoreChildren(node_id, hidden))
+        elif marker is not None and marker.data.hidden != hidden:  # relabel: no new line
+            marker.data = MoreChildren(node_id, hidden)
+            self._relabel(marker, _more_text(hidden))
+        elif hidden and marker is None:
+            tree_node.add_leaf(_more_text(hidden), data=MoreChildren(node_id, hidden))
+
+
+def _more_text(hidden: int) -> Text:
+    return Text(
+        f"… {hidden:,} more (largest {CHILD_LIMIT} shown; / to filter)", style="dim italic"
+    )
 
 
 def _node_id(tree_node: TreeNode) -> int | None:
