@@ -84,7 +84,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         key = (
             y, x1, x2, base_style, self._updates, self._pseudo_class_state, self.has_focus,
             self.hover_line == y, self.cursor_line == y, self.size.width,
-            self.virtual_size.width, line.last, line.node._updates,
+            self.virtual_size.width, line.last, line.node._id, line.node._updates,
             tuple((node._hover_, node._selected_) for node in line.path),
         )  # fmt: skip
         strip = self._painted.get(key)
