@@ -13,12 +13,12 @@ directly under the root instead), spliced into REAL snapshots of the embedded en
 with 500 synthetic request views holding paths in the tree. Driving the engine to 100k
 nodes would take minutes, and its per-node printout is the engine's cost, not the UI's.
 
-Each frame is timed in three parts (wall time, and CPU time of this process, which
-is what a frame costs; on a loaded machine wall time also waits for other processes): indexing the per-node read (the app's polling worker
-does this off the UI thread), the UI (publish to the reactive, watchers, layout,
-compositor, timed without the idle sleeps `pilot.pause()` adds), and encoding a full frame
-to terminal segments (headless Textual skips the write; a full frame is an upper bound of
-what it would send).
+Each frame is timed in three parts (wall time, and CPU time of this process, which is
+what a frame costs; on a loaded machine wall time also waits for other processes):
+indexing the per-node read (the app's polling worker does this off the UI thread), the UI
+(publish to the reactive, watchers, layout, compositor, timed without the idle sleeps
+`pilot.pause()` adds), and encoding a full frame to terminal segments (headless Textual
+skips the write; a full frame is an upper bound of what it would send).
 
 Kinds of refresh, alternating between two different trees/request lists:
   tree      every snapshot carries a new per-node read of the same shape as the last
