@@ -13,17 +13,24 @@ directly under the root instead), spliced into REAL snapshots of the embedded en
 with 500 synthetic request views holding paths in the tree. Driving the engine to 100k
 nodes would take minutes, and its per-node printout is the engine's cost, not the UI's.
 
-Each frame is timed in three parts (wall time, and CPU time of this process, which
-is what a frame costs; on a loaded machine wall time also waits for other processes): indexing the per-node read (the app's polling worker
-does this off the UI thread), the UI (publish to the reactive, watchers, layout,
-compositor, timed without the idle sleeps `pilot.pause()` adds), and encoding a full frame
-to terminal segments (headless Textual skips the write; a full frame is an upper bound of
-what it would send).
+Each frame is timed in three parts (wall time, and CPU time of this process, which is
+what a frame costs; on a loaded machine wall time also waits for other processes):
+indexing the per-node read (the app's polling worker does this off the UI thread), the UI
+(publish to the reactive, watchers, layout, compositor, timed without the idle sleeps
+`pilot.pause()` adds), and encoding a full frame to terminal segments (headless Textual
+skips the write; a full frame is an upper bound of what it would send).
 
-Kinds of refresh, alternating between two different trees/request lists so that nothing
-is cached between frames:
-  tree    every snapshot carries a new per-node read (the worst case, ~1 per second live)
-  stats   snapshots without a per-node read (the common case: the tree is kept)
+Kinds of refresh, alternating between two different trees/request lists:
+  tree      every snapshot carries a new per-node read of the same shape as the last
+            (same node ids and parents; sizes, refs and holders differ), ~1 per second live
+  reshaped  every snapshot carries a new per-node read with new nodes (one more session
+            subtree per frame): nothing about the last read's shape can be reused
+  stats     snapshots without a per-node read (the common case: the tree is kept)
+
+Before and after, in one run: each kind is measured for `baseline` (the browser's refresh
+shortcuts switched off, see `Variant`) and for `kvctl` as shipped, in interleaved halves (baseline,
+kvctl, baseline, kvctl) so that load drift hits both. Prints p50/p95 of each and the
+baseline/kvctl ratio of the p95s.
 
     .venv/bin/python benchmarks/bench_tui.py [--frames 20] [--flat]
 """
@@ -47,9 +54,11 @@ SESSIONS = 1_020
 NODES_PER_SESSION = 99  # a chain of 33 turns, each with two short side branches
 
 
-def synthetic_tree(variant: int, *, flat: bool):
-    """>= 100k TreeNodeViews in SGLang's depth-first order. `variant` changes lock refs so
-    two trees differ in content (both are fully re-indexed anyway: new objects)."""
+def synthetic_tree(variant: int, *, flat: bool, extra_sessions: int = 0):
+    """>= 100k TreeNodeViews in SGLang's depth-first order. `variant` changes lock refs and
+    side-branch sizes, so two trees differ in content but not in shape (same ids, same
+    parents); `extra_sessions` appends that many new session subtrees (new node ids: a read
+    whose shape changed, as when requests inserted new prefixes)."""
     from engine_adapter.snapshot import TreeNodes, TreeNodeView
 
     nodes = [
@@ -66,7 +75,7 @@ def synthetic_tree(variant: int, *, flat: bool):
         )
     ]
     next_id = 2
-    for session in range(SESSIONS):
+    for session in range(SESSIONS + extra_sessions):
         parent, depth = (None, 1) if flat else (1, 2)
         for turn in range(NODES_PER_SESSION // 3):
             held = (f"r{session}",) if session < 500 and turn == 0 else ()
@@ -162,40 +171,97 @@ class StaticSource:
         pass
 
 
-def next_snapshot(run, trees, frame: int, *, per_node: bool):
+def next_snapshot(run, tree, frame: int, *, per_node: bool):
     """Advance the real engine 5 steps and splice in the synthetic tree and requests."""
     for _ in range(5):
         run.step_once()
     real = run.snapshot()
-    tree = trees[frame % 2]
     refs = dataclasses.replace(real.refs, per_node=per_node)
     return dataclasses.replace(
         real, refs=refs, requests=request_views(tree, frame), tree_nodes=tree if per_node else ()
     )
 
 
-async def measure(run, trees, *, frames: int) -> dict[str, dict[str, list[float]]]:
+def tree_for(kind: str, trees, frame: int, *, flat: bool):
+    """The per-node read a frame of `kind` carries (reshaped: built for the frame)."""
+    if kind == "reshaped":
+        return synthetic_tree(frame % 2, flat=flat, extra_sessions=frame)
+    return trees[frame % 2]
+
+
+def _set_label(self, node, label) -> None:
+    node.set_label(label)  # Textual's: one repaint message per relabelled node
+
+
+class Variant:
+    """What is measured: `kvctl` as shipped, or `baseline`, the same app with the browser's
+    refresh shortcuts switched off, as before them: it paints with Textual's own line
+    cache only (relabelling an ancestor repaints every line under it), relabels through
+    `set_label` (a repaint message per node), measures labels by rendering them, and
+    indexes every per-node read from scratch (no lookups shared with a same-shape read).
+    (Reading label keys from the columns and relabelling the "… N more" row in place are
+    in both.)"""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._saved: dict = {}
+
+    def __enter__(self) -> Variant:
+        from textual.widgets import Tree
+
+        from kvctl.tui.widgets.tree.radix_tree import RadixTreeBrowser
+
+        if self.name == "baseline":
+            for attr, plain in (("_render_line", Tree._render_line),
+                                ("get_label_width", Tree.get_label_width),
+                                ("_relabel", _set_label)):
+                self._saved[attr] = RadixTreeBrowser.__dict__[attr]
+                setattr(RadixTreeBrowser, attr, plain)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from kvctl.tui.widgets.tree.radix_tree import RadixTreeBrowser
+
+        for attr, shipped in self._saved.items():
+            setattr(RadixTreeBrowser, attr, shipped)
+
+    def forget_last_index(self) -> None:
+        import kvctl.tui.tree_index as tree_index
+
+        if self.name == "baseline":
+            tree_index._last = None
+
+
+KINDS = ("tree", "reshaped", "stats")
+PARTS = ("index", "index_cpu", "ui", "ui_cpu", "encode", "total", "total_cpu")
+
+
+async def measure(run, trees, variant: Variant, *, frames: int, flat: bool,
+                  results: dict) -> None:
+    """`frames` frames of each kind for `variant`, appended to `results[variant][kind]`."""
     from kvctl.tui.app import make_app
     from kvctl.tui.tree_index import index_for
     from kvctl.tui.widgets.tree.radix_tree import RadixTreeBrowser
 
-    first = next_snapshot(run, trees, 0, per_node=True)
+    first = next_snapshot(run, trees[0], 0, per_node=True)
     app = make_app(StaticSource(first), refresh_s=3600.0, label="bench_tui (synthetic tree)")
-    results: dict[str, dict[str, list[float]]] = {}
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         browser = app.screen.query_one(RadixTreeBrowser)
         middle = trees[0][len(trees[0]) // 2].node_id
         browser.jump_to(middle)  # a path opened deep in the tree, as an operator would
         await pilot.pause()
-        for kind in ("tree", "stats"):
-            parts = results[kind] = {"index": [], "index_cpu": [], "ui": [], "ui_cpu": [],
-                                     "encode": [], "total": [], "total_cpu": []}
+        for kind in KINDS:
+            parts = results.setdefault(variant.name, {}).setdefault(
+                kind, {part: [] for part in PARTS})
             for frame in range(1, frames + 1):
-                snapshot = next_snapshot(run, trees, frame, per_node=kind == "tree")
+                per_node = kind != "stats"
+                snapshot = next_snapshot(run, tree_for(kind, trees, frame, flat=flat), frame,
+                                         per_node=per_node)
+                variant.forget_last_index()
                 start = time.perf_counter()
                 index_cpu = time.process_time()
-                if kind == "tree":
+                if per_node:
                     index_for(snapshot.tree_nodes)  # done by the polling worker thread
                 indexed = time.perf_counter()
                 cpu = time.process_time()
@@ -219,9 +285,7 @@ async def measure(run, trees, *, frames: int) -> dict[str, dict[str, list[float]
                 parts["total_cpu"].append(
                     parts["index_cpu"][-1] + parts["ui_cpu"][-1] + (encoded - encode_start)
                 )
-        mounted = sum(1 for _ in _walk(browser.root))
-    results["mounted"] = {"count": [mounted]}
-    return results
+        results.setdefault("mounted", {})[variant.name] = sum(1 for _ in _walk(browser.root))
 
 
 def _walk(node):
@@ -239,31 +303,34 @@ def _p95(samples: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
 
 
-def report(name: str, parts: dict[str, list[float]]) -> None:
+def report(name: str, parts: dict[str, list[float]]) -> float:
+    """Print one variant's figures for one kind; returns its wall p95."""
     total = sorted(parts["total"])
     p95 = _p95(total)
     median = statistics.median(total)
     print(
-        f"  {name:<6} total median {median * 1e3:6.1f} ms  p95 {p95 * 1e3:6.1f} ms  "
-        f"max {total[-1] * 1e3:6.1f} ms   median/target {median / TARGET_S:.2f}  "
-        f"{'OK' if median < TARGET_S else 'OVER'} (< {TARGET_S * 1e3:.0f} ms)"
+        f"  {name:<9} total p50 {median * 1e3:6.1f} ms  p95 {p95 * 1e3:6.1f} ms  "
+        f"max {total[-1] * 1e3:6.1f} ms   p95/target {p95 / TARGET_S:.2f}  "
+        f"{'OK' if p95 < TARGET_S else 'OVER'} (< {TARGET_S * 1e3:.0f} ms)"
     )
     print(
-        f"         of which (medians): index {_median_ms(parts['index']):5.1f} ms (worker thread), "
-        f"UI {_median_ms(parts['ui']):5.1f} ms (CPU {_median_ms(parts['ui_cpu']):5.1f} ms), "
+        f"            of which (medians): index {_median_ms(parts['index']):5.1f} ms "
+        f"(worker thread), UI {_median_ms(parts['ui']):5.1f} ms "
+        f"(CPU {_median_ms(parts['ui_cpu']):5.1f} ms), "
         f"terminal encode {_median_ms(parts['encode']):5.1f} ms"
     )
     cpu_p95 = _p95(parts["total_cpu"])
     print(
-        f"         CPU time only (what the frame costs this process; wall time above also "
-        f"waits for other processes): median {_median_ms(parts['total_cpu']):5.1f} ms  "
-        f"p95 {cpu_p95 * 1e3:5.1f} ms  p95/target {cpu_p95 / TARGET_S:.2f}"
+        f"            CPU time only (what the frame costs this process): median "
+        f"{_median_ms(parts['total_cpu']):5.1f} ms  p95 {cpu_p95 * 1e3:5.1f} ms  "
+        f"p95/target {cpu_p95 / TARGET_S:.2f}"
     )
+    return p95
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frames", type=int, default=20)
+    parser.add_argument("--frames", type=int, default=20, help="frames per kind and variant")
     parser.add_argument("--flat", action="store_true", help="every node a child of the root")
     args = parser.parse_args()
 
@@ -286,15 +353,26 @@ def main() -> None:
     if len(trees[0]) < 100_000:
         sys.exit("tree too small for the benchmark")
     load = os.getloadavg()[0]
-    results = asyncio.run(measure(run, trees, frames=args.frames))
+    results: dict = {}
+    half = max(1, args.frames // 2)
+    for name in ("baseline", "kvctl", "baseline", "kvctl"):  # interleaved halves, one run
+        with Variant(name) as variant:
+            asyncio.run(measure(run, trees, variant, frames=half, flat=args.flat,
+                                results=results))
     run.close()
+    mounted = results.pop("mounted")
     print(
         f"frame update, snapshot -> rendered {SIZE[0]}x{SIZE[1]} frame -> terminal bytes, "
-        f"{args.frames} frames each, {results['mounted']['count'][0]} tree nodes mounted, "
-        f"load average {load:.1f} on {os.cpu_count()} CPUs:"
+        f"{2 * half} frames per kind and variant, {mounted['kvctl']} tree nodes mounted, "
+        f"load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs:"
     )
-    report("tree", results["tree"])
-    report("stats", results["stats"])
+    for kind in KINDS:
+        print(f"{kind}:")
+        before = report("baseline", results["baseline"][kind])
+        after = report("kvctl", results["kvctl"][kind])
+        cpu_ratio = _p95(results["baseline"][kind]["total_cpu"]) / _p95(
+            results["kvctl"][kind]["total_cpu"])
+        print(f"  p95 baseline / kvctl: wall {before / after:.2f}x, CPU {cpu_ratio:.2f}x")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,13 @@ attach builds one per read, shared by concurrent scrapes through the collector's
 flight read), so the same `Snapshot` object means the same kvctl families, byte for byte.
 Rendering the ~60 families of a large snapshot costs milliseconds on a small machine;
 sixteen scrapers rendering the same snapshot each on their own was the p99 of a scrape
-burst. The cache keeps one entry per format (text or OpenMetrics), keyed by the snapshot's
-identity, and holds a reference to that snapshot so the identity cannot be reused.
+burst. Per format (text or OpenMetrics) the cache keeps the bodies of the last
+`KEPT_SNAPSHOTS` snapshots it rendered, keyed by the snapshot's identity, and holds a
+reference to each so the identity cannot be reused. Renders are single flight per format:
+a burst of scrapes of a new snapshot waits for one render. Two entries, not one: a scrape
+that read the previous snapshot just before a newer one was published, and reaches the
+cache after it, finds its own body instead of rendering it again and evicting the newer
+one (which the next scrape would then render a second time).
 
 `kvctl_snapshot_read_seconds` in a cached body is the duration of the read that produced
 that snapshot. A failed read (`kvctl_up 0`) is rendered fresh every scrape and never cached.
@@ -33,6 +38,7 @@ from engine_adapter.snapshot import Snapshot
 from telemetry.collector import SnapshotCollector
 
 _EOF = b"# EOF\n"
+KEPT_SNAPSHOTS = 2  # rendered bodies kept per format: the current snapshot and the previous
 
 
 class _Families:
@@ -48,16 +54,18 @@ class _Families:
 class ScrapeRenderer:
     """Renders scrape bodies for one collector (plus optional per-scrape registries).
 
-    Thread-safe: renders of the snapshot part are serialized, so a burst of scrapes of one
-    snapshot renders it once and the rest wait for that render and reuse it.
+    Thread-safe: renders of the snapshot part are serialized per format, so a burst of
+    scrapes of one snapshot renders it once and the rest wait for that render and reuse it.
     """
 
     def __init__(self, collector: SnapshotCollector,
                  per_scrape: CollectorRegistry | None = None) -> None:
         self._collector = collector
         self._per_scrape = per_scrape
-        self._lock = threading.Lock()
-        self._cached: dict[str, tuple[Snapshot, bytes]] = {}  # content type -> (snapshot, body)
+        self._guard = threading.Lock()  # guards _locks and _cached
+        self._locks: dict[str, threading.Lock] = {}  # content type -> its render lock
+        # content type -> [(snapshot, body)], newest last, at most KEPT_SNAPSHOTS
+        self._cached: dict[str, list[tuple[Snapshot, bytes]]] = {}
         self.renders = 0  # snapshot-part renders so far (the benchmark and tests read it)
 
     def body(self, accept_header: str | None, accept_encoding: str | None) -> tuple[bytes, list]:
@@ -82,11 +90,29 @@ class ScrapeRenderer:
         snapshot = read[0]
         if snapshot is None:  # the source is down: kvctl_up 0, never cached
             return encoder(_Families(self._collector.families(read)))
-        with self._lock:
-            cached = self._cached.get(content_type)
-            if cached is not None and cached[0] is snapshot:
-                return cached[1]
+        with self._guard:
+            lock = self._locks.setdefault(content_type, threading.Lock())
+        with lock:  # single flight: one render per (snapshot, format)
+            body = self._lookup(content_type, snapshot)
+            if body is not None:
+                return body
             body = encoder(_Families(self._collector.families(read)))
-            self._cached[content_type] = (snapshot, body)
-            self.renders += 1
+            with self._guard:
+                entries = self._cached.setdefault(content_type, [])
+                entries.append((snapshot, body))
+                del entries[:-KEPT_SNAPSHOTS]
+                self.renders += 1
             return body
+
+    def _lookup(self, content_type: str, snapshot: Snapshot) -> bytes | None:
+        with self._guard:
+            for cached, body in self._cached.get(content_type, ()):
+                if cached is snapshot:
+                    return body
+        return None
+
+    def snapshot_part(self, accept_header: str | None = None) -> bytes:
+        """The kvctl families of the current read as one scrape gets them (the cached body
+        when the snapshot was rendered before). For tests and the benchmark."""
+        encoder, content_type = choose_encoder(accept_header or "")
+        return self._snapshot_part(encoder, content_type)

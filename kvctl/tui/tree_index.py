@@ -36,6 +36,15 @@ class ChildPage(NamedTuple):
     hidden: int
 
 
+class RowPage(NamedTuple):
+    """`ChildPage` by row: positions in the read, each shown child's own child count, and
+    how many were left out. What the browser syncs from without building a view per row."""
+
+    rows: tuple[int, ...]
+    child_counts: tuple[int, ...]
+    hidden: int
+
+
 class TreeIndex:
     """Read-only lookups over one per-node read. Mutates only its own caches.
 
@@ -45,17 +54,29 @@ class TreeIndex:
     `TreeNodeView`s are built only for what is asked: a page of children, one node.
     """
 
-    def __init__(self, nodes: TreeNodes | tuple[TreeNodeView, ...]) -> None:
+    def __init__(self, nodes: TreeNodes | tuple[TreeNodeView, ...],
+                 previous: TreeIndex | None = None) -> None:
+        """Index `nodes`. `previous`: the index of the read before; when `nodes` has the
+        same node ids (and parents) in the same order, its lookups are shared instead of
+        rebuilt (a read whose shape did not change: only sizes, refs, holders moved)."""
         self.nodes = nodes if isinstance(nodes, TreeNodes) else TreeNodes.of(nodes)
         cols = self.nodes
-        self._row: dict[int, int] = dict(zip(cols.node_id, range(len(cols.node_id))))
-        # Children as one sorted array (CSR): rows ordered by parent id, tree order kept
-        # within a parent; a parent's children are the slice its id spans. Two arrays,
-        # not one list per parent: nothing here for the garbage collector to rescan.
-        parents = np.fromiter((_ROOT_KEY if p is None else p for p in cols.parent_id),
-                              dtype=np.int64, count=len(cols.parent_id))
-        self._by_parent = np.argsort(parents, kind="stable")
-        self._parent_sorted = parents[self._by_parent]
+        if previous is not None and previous.nodes.node_id == cols.node_id:
+            self._row: dict[int, int] = previous._row
+        else:
+            self._row = dict(zip(cols.node_id, range(len(cols.node_id))))
+            previous = None
+        if previous is not None and previous.nodes.parent_id == cols.parent_id:
+            self._by_parent, self._parent_sorted = previous._by_parent, previous._parent_sorted
+        else:
+            # Children as one sorted array (CSR): rows ordered by parent id, tree order kept
+            # within a parent; a parent's children are the slice its id spans. Two arrays,
+            # not one list per parent: nothing here for the garbage collector to rescan.
+            parents = np.fromiter((_ROOT_KEY if p is None else p for p in cols.parent_id),
+                                  dtype=np.int64, count=len(cols.parent_id))
+            self._by_parent = np.argsort(parents, kind="stable")
+            self._parent_sorted = parents[self._by_parent]
+        # Sorting depends on sizes, which may have changed: never shared.
         self._ordered: dict[tuple[int | None, int], tuple[int, ...]] = {}
 
     def _child_rows(self, parent: int | None) -> np.ndarray:
@@ -97,6 +118,21 @@ class TreeIndex:
 
         keep: when given, only these node ids are eligible (the filter's matches and their
         ancestors). pinned: ids shown even beyond `limit` (the path a jump opened)."""
+        page = self.child_rows(parent, limit=limit, keep=keep, pinned=pinned, counts=False)
+        row = self.nodes.row
+        return ChildPage(shown=tuple(row(r) for r in page.rows), hidden=page.hidden)
+
+    def child_rows(
+        self,
+        parent: int | None,
+        *,
+        limit: int,
+        keep: Collection[int] | None = None,
+        pinned: Collection[int] = (),
+        counts: bool = True,
+    ) -> RowPage:
+        """`children()` by row, with each shown child's child count (one vectorized
+        lookup for the page; empty when `counts` is False)."""
         ids = self.nodes.node_id
         candidates = self._child_rows(parent).tolist()
         if keep is not None:
@@ -107,8 +143,13 @@ class TreeIndex:
             shown = shown + tuple(
                 row for row in candidates if ids[row] in pinned and row not in present
             )
-        row = self.nodes.row
-        return ChildPage(shown=tuple(row(r) for r in shown), hidden=len(candidates) - len(shown))
+        child_counts: tuple[int, ...] = ()
+        if counts and shown:
+            keys = np.fromiter((ids[row] for row in shown), dtype=np.int64, count=len(shown))
+            lo = np.searchsorted(self._parent_sorted, keys, side="left")
+            hi = np.searchsorted(self._parent_sorted, keys, side="right")
+            child_counts = tuple((hi - lo).tolist())
+        return RowPage(rows=shown, child_counts=child_counts, hidden=len(candidates) - len(shown))
 
     def _first(self, parent, candidates: list[int], limit: int, *,
                cacheable: bool) -> tuple[int, ...]:
@@ -199,12 +240,13 @@ def index_for(nodes: TreeNodes) -> TreeIndex:
 
     The app's polling worker calls this off the UI thread as soon as a per-node read
     arrives (building the index of a 100k-node tree is the costliest step of a refresh),
-    so the tree panel's call on the UI thread finds it ready. One entry; the swap is a
+    so the tree panel's call on the UI thread finds it ready. A read of the same shape as
+    the last one shares its lookups (TreeIndex's `previous`). One entry; the swap is a
     single assignment, safe across threads."""
     global _last
     last = _last
     if last is not None and last[0] is nodes:
         return last[1]
-    index = TreeIndex(nodes)
+    index = TreeIndex(nodes, previous=last[1] if last is not None else None)
     _last = (nodes, index)
     return index

@@ -110,3 +110,55 @@ def test_child_count():
     assert index.child_count(ROOT) == 2
     assert index.child_count(3) == 3
     assert index.child_count(7) == 0
+
+
+def test_a_read_of_the_same_shape_shares_lookups_and_sorts_by_its_own_sizes():
+    """Same node ids and parents as the last read, new sizes: the id and parent lookups
+    are the previous index's, while children order, sizes and paths are the new read's
+    (#2 grew from 64 to 500 tokens and now comes first under #3)."""
+    old = TreeIndex(NODES)
+    old.children(3, limit=2)  # fills the old index's order cache for (3, 2)
+    grown = tuple(n._replace(tokens=500) if n.node_id == 2 else n for n in NODES)
+    new = TreeIndex(grown, previous=old)
+    assert new._row is old._row and new._by_parent is old._by_parent
+    assert [n.node_id for n in new.children(3, limit=2).shown] == [2, 4]
+    assert new.get(2).tokens == 500 and new.path_tokens(7) == 320 + 500 + 16
+
+
+def test_a_read_with_new_nodes_is_indexed_from_scratch():
+    """A read with a node the last one lacked (#11 under #9) builds its own lookups."""
+    old = TreeIndex(NODES)
+    new = TreeIndex(NODES + (node(11, 9, 2, 48),), previous=old)
+    assert new._row is not old._row
+    assert 11 in new and new.path(11) == [9, 11] and new.child_count(9) == 1
+    assert 11 not in old
+
+
+def test_a_read_whose_parents_moved_rebuilds_the_children():
+    """Same node ids, but #5 now hangs under #9: the children lists are the new read's."""
+    old = TreeIndex(NODES)
+    moved = tuple(n._replace(parent_id=9, depth=2) if n.node_id == 5 else n for n in NODES)
+    new = TreeIndex(moved, previous=old)
+    assert [n.node_id for n in new.children(3, limit=10).shown] == [4, 2]
+    assert [n.node_id for n in new.children(9, limit=10).shown] == [5]
+    assert new.path(5) == [9, 5]
+
+
+def test_child_rows_match_children_with_each_childs_count():
+    """child_rows() is children() by row position, with each shown child's child count."""
+    index = TreeIndex(NODES)
+    page = index.child_rows(3, limit=2)
+    assert [index.nodes.node_id[row] for row in page.rows] == [4, 5]
+    assert page.child_counts == (0, 0) and page.hidden == 1
+    page = index.child_rows(ROOT, limit=10)
+    assert [index.nodes.node_id[row] for row in page.rows] == [3, 9]
+    assert page.child_counts == (3, 0)
+
+
+def test_row_key_is_the_label_key_of_the_row():
+    """The label key read from the columns equals the one of the row's view."""
+    from kvctl.tui.widgets.tree.node_label import label_key, row_key
+
+    nodes = TreeIndex(NODES).nodes
+    for row, view in enumerate(nodes):
+        assert row_key(nodes, row, 4) == label_key(view, 4)

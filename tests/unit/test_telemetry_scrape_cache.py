@@ -59,6 +59,35 @@ def test_scrapes_of_one_snapshot_render_it_once():
     assert all(b"process_cpu_seconds_total" in body for body in bodies)
 
 
+def test_two_scrapes_of_one_snapshot_carry_byte_identical_kvctl_text_from_one_render():
+    """Both bodies start with the same bytes: the one rendered kvctl text, which is exactly
+    what the renderer holds for that snapshot; only the process families follow it."""
+    source = _Switchable(seed_snapshot(seq=1))
+    with serve(source, port=0) as server:
+        first, second = _get(server.url)[0], _get(server.url)[0]
+        part = server.renderer.snapshot_part()
+        assert server.renderer.renders == 1
+    assert part.startswith(b"# HELP kvctl_") and b"process_" not in part
+    assert first[: len(part)] == second[: len(part)] == part
+    assert first[len(part):].startswith(b"# HELP process_")
+
+
+def test_a_late_scrape_of_the_previous_snapshot_does_not_evict_the_current_body():
+    """Reads of S1, S2, S1 again (a scrape that read S1 just before S2 was published) and
+    S2 again render twice: the previous snapshot's body is still held, and the current
+    one is not pushed out by it."""
+    one, two = seed_snapshot(seq=1), seed_snapshot(seq=2, virtual_time_s=99.5)
+    source = _Switchable(one)
+    with serve(source, port=0) as server:
+        parts = []
+        for current in (one, two, one, two):
+            source.current = current
+            parts.append(server.renderer.snapshot_part())
+        assert server.renderer.renders == 2
+    assert parts[0] == parts[2] and parts[1] == parts[3] and parts[0] != parts[1]
+    assert b"kvctl_virtual_time_seconds 99.5" in parts[1]
+
+
 def test_a_new_snapshot_is_rendered_again_with_its_values():
     """A new snapshot object invalidates the cached body: its values appear."""
     first = seed_snapshot(seq=1)

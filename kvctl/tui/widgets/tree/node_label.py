@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from engine_adapter.snapshot import TreeNodeView
+from engine_adapter.snapshot import TreeNodes, TreeNodeView
 from kvctl.tui import format as fmt
 
 LAST_ACCESS_NOTE = "last access: not observable (SGLang's per-node printout omits it)"
@@ -28,6 +28,20 @@ def label_key(view: TreeNodeView, children: int) -> tuple:
         view.derived_lock_ref,
         view.namespace,
         view.medium,
+        children,
+    )
+
+
+def row_key(nodes: TreeNodes, row: int, children: int) -> tuple:
+    """`label_key()` of row `row` of a per-node read, read from its columns: deciding that
+    a mounted label is unchanged builds no `TreeNodeView`."""
+    return (
+        nodes.tokens[row],
+        nodes.pages[row],
+        nodes.recorded_lock_ref[row],
+        nodes.derived_lock_ref[row],
+        nodes.namespace[row],
+        nodes.medium[row],
         children,
     )
 

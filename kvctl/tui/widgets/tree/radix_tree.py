@@ -13,19 +13,34 @@ list is rebuilt only when its membership changed, and expansion survives across 
                CHILD_LIMIT); each such node's path is opened once, the first read it
                appears in, so the table's `node` column always names a visible node
                until the operator collapses it
+
+Painting: Textual's `Tree` caches a painted line under a key that holds the update count
+of every node on the line's path, so relabelling one ancestor (the shared prefix's lock
+refs change on almost every read) repaints every line below it, and a line 35 levels deep
+costs about a millisecond. `_render_line` keeps a second cache whose key holds what a line
+shows: its own node's updates, its position, and the hover/selection state of its path
+(which colours the guides); structural changes bump the Tree's own count, in both keys.
+A structural change makes Textual rebuild its line list and measure every mounted label;
+`get_label_width` measures without rendering, and a changed "… N more" count relabels its
+row instead of replacing it (no structural change). Relies on Textual 8.2's `Tree`
+internals (requirements/kvctl.txt pins it).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
+from textual.cache import LRUCache
+from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from kvctl.tui import format as fmt
 from kvctl.tui.tree_index import ROOT, TreeIndex
-from kvctl.tui.widgets.tree.node_label import label_key, node_label
+from kvctl.tui.widgets.tree.node_label import label_key, node_label, row_key
 
 CHILD_LIMIT = 200
 FILTER_LIMIT = 200
@@ -43,6 +58,7 @@ class MoreChildren(NamedTuple):
 
 class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
     def __init__(self, **kwargs) -> None:
+        self._painted: LRUCache[tuple, Strip] = LRUCache(1024)  # before Tree may clear it
         super().__init__("radix tree: no per-node read yet", data=None, **kwargs)
         self.index: TreeIndex | None = None
         self.read_at_step: int | None = None
@@ -57,6 +73,37 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._revealed: set[int] = set()
         self._opened_prefix = False
         self.root.expand()
+
+    # ---- painting ------------------------------------------------------------------------
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        lines = self._tree_lines
+        if y >= len(lines):
+            return super()._render_line(y, x1, x2, base_style)
+        line = lines[y]
+        key = (
+            y, x1, x2, base_style, self._updates, self._pseudo_class_state, self.has_focus,
+            self.hover_line == y, self.cursor_line == y, self.size.width,
+            self.virtual_size.width, line.last, line.node._id, line.node._updates,
+            tuple((node._hover_, node._selected_) for node in line.path),
+        )  # fmt: skip
+        strip = self._painted.get(key)
+        if strip is None:
+            strip = self._painted[key] = super()._render_line(y, x1, x2, base_style)
+        return strip
+
+    def _clear_line_cache(self) -> None:
+        super()._clear_line_cache()
+        self._painted.clear()
+
+    def get_label_width(self, node: TreeNode) -> int:
+        """What Textual's default measures (the rendered label: toggle icon, then the
+        label), without rendering it: Textual measures every mounted line this way on each
+        rebuild of its line list, which a new child or a removed one triggers."""
+        if not node.allow_expand:
+            return node.label.cell_len
+        icon = self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE
+        return cell_len(icon) + node.label.cell_len
 
     # ---- inputs ----------------------------------------------------------------------------
 
@@ -147,6 +194,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._expanded.add(node_id)
         if self.index is not None:
             self._sync(event.node, node_id)
+            self.refresh()
 
     def on_tree_node_collapsed(self, event: Tree.NodeCollapsed) -> None:
         node_id = _node_id(event.node)
@@ -164,9 +212,17 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._expanded = {ROOT} | parents
 
     def _sync_all(self) -> None:
-        self.root.set_label(self._root_label())
+        self._relabel(self.root, self._root_label())
         if self.index is not None:
             self._sync(self.root, ROOT)
+        self.refresh()  # repaint the visible lines; unchanged ones come from the paint cache
+
+    def _relabel(self, node: TreeNode, label: Text) -> None:
+        """`TreeNode.set_label` without its repaint message: set_label queues, per node, a
+        scan of every visible line to repaint the node's and all lines below it (which the
+        paint cache makes needless); `_sync_all` repaints once instead."""
+        node._label = self.process_label(label)
+        node._updates += 1
 
     def _root_label(self) -> Text:
         if self.index is None:
@@ -192,27 +248,27 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
                 tree_node.remove_children()
             return
         keep = None if node_id in self._matches else self._keep
-        page = index.children(node_id, limit=CHILD_LIMIT, keep=keep,
-                              pinned=self._pinned | self._leased)
-        wanted = [view.node_id for view in page.shown]
+        page = index.child_rows(node_id, limit=CHILD_LIMIT, keep=keep,
+                                pinned=self._pinned | self._leased)
+        nodes = index.nodes
+        wanted = [nodes.node_id[row] for row in page.rows]
         mounted = [c.data.node_id for c in tree_node.children if isinstance(c.data, NodeRow)]
         if wanted != mounted:
             tree_node.remove_children()
-            for view in page.shown:
-                children = index.child_count(view.node_id)
+            for row, children in zip(page.rows, page.child_counts):
+                view = nodes.row(row)
                 tree_node.add(
                     node_label(view, children),
                     data=NodeRow(view.node_id, label_key(view, children)),
                     expand=view.node_id in self._expanded,
                     allow_expand=children > 0,
                 )
-        else:
-            for child, view in zip(tree_node.children, page.shown):
-                children = index.child_count(view.node_id)
-                key = label_key(view, children)
+        else:  # the same children: relabel only those whose label changed
+            for child, row, children in zip(tree_node.children, page.rows, page.child_counts):
+                key = row_key(nodes, row, children)
                 if child.data.key != key:
-                    child.data = NodeRow(view.node_id, key)
-                    child.set_label(node_label(view, children))
+                    child.data = NodeRow(child.data.node_id, key)
+                    self._relabel(child, node_label(nodes.row(row), children))
                     child.allow_expand = children > 0
         self._sync_more(tree_node, node_id, page.hidden)
         if not tree_node.is_expanded:
@@ -226,14 +282,19 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
     def _sync_more(self, tree_node: TreeNode, node_id: int | None, hidden: int) -> None:
         last = tree_node.children[-1] if tree_node.children else None
         marker = last if last is not None and isinstance(last.data, MoreChildren) else None
-        if marker is not None and (not hidden or marker.data.hidden != hidden):
+        if marker is not None and not hidden:
             marker.remove()
-            marker = None
-        if hidden and marker is None:
-            text = Text(
-                f"… {hidden:,} more (largest {CHILD_LIMIT} shown; / to filter)", style="dim italic"
-            )
-            tree_node.add_leaf(text, data=MoreChildren(node_id, hidden))
+        elif marker is not None and marker.data.hidden != hidden:  # relabel: no new line
+            marker.data = MoreChildren(node_id, hidden)
+            self._relabel(marker, _more_text(hidden))
+        elif hidden and marker is None:
+            tree_node.add_leaf(_more_text(hidden), data=MoreChildren(node_id, hidden))
+
+
+def _more_text(hidden: int) -> Text:
+    return Text(
+        f"… {hidden:,} more (largest {CHILD_LIMIT} shown; / to filter)", style="dim italic"
+    )
 
 
 def _node_id(tree_node: TreeNode) -> int | None:
