@@ -91,7 +91,8 @@ def test_idle_clock_follows_wall_time_instead_of_jumping():
         later = _until(lambda: (s := run.snapshot()).wall_time_s >= first.wall_time_s + 0.1 and s,
                        what="a snapshot 0.1 s later")
         assert later.virtual_time_s < SECOND_ARRIVAL_S and len(driver.admissions) == 1
-        rate = (later.virtual_time_s - first.virtual_time_s) / (later.wall_time_s - first.wall_time_s)
+        rate = ((later.virtual_time_s - first.virtual_time_s)
+                / (later.wall_time_s - first.wall_time_s))
         assert PACE * 0.65 <= rate <= PACE * 1.35, rate
         assert driver.waits > 0
     finally:
