@@ -5,6 +5,13 @@ possible, or paced so that virtual time follows wall time), refreshes one cached
 `Snapshot` at a fixed wall interval, and lets an operator pause, resume and flush.
 It is a `ControllableSource`: consumers only ever see snapshots.
 
+Pacing (pace p: p virtual seconds per wall second, counted from `start`/`resume`): the
+engine never steps while its clock is ahead of wall time x p; decode jumps stop about one
+tick past it; and an idle engine waits for its next arrival, reload completion or driver
+event in wall time, its clock following wall time x p, instead of jumping to it. Every
+wait is a sleep of at most `TICK_S` outside the lock, so pause, close and flush answer
+within it. Without a pace an idle engine jumps straight to its next event.
+
     run = LiveRun(engine_factory, driver_factory, pace=1.0, loop=True)
     run.start()
     snap = run.snapshot()      # latest consistent read, never blocks on a step
@@ -29,6 +36,7 @@ from engine_adapter.workload import WorkloadDriver
 from kvctl.errors import RuntimeFailure
 
 DriverFactory = Callable[[int], WorkloadDriver]  # iteration -> a fresh driver
+TICK_S = 0.05  # longest wall sleep of a paced run between checks of pause/close
 
 
 class LiveRun:
@@ -63,8 +71,7 @@ class LiveRun:
         if not start_paused:
             self._running.set()
         self._thread: threading.Thread | None = None
-        self._wall0 = time.monotonic()
-        self._virtual0 = 0.0
+        self._origin = (time.monotonic(), 0.0)  # (wall, virtual) the pace counts from
         self.error: str | None = None
         self.finished = False
         self.steps = 0
@@ -83,6 +90,7 @@ class LiveRun:
 
     def start(self) -> LiveRun:
         if self._thread is None:
+            self._origin = (time.monotonic(), self.engine.clock_s)
             self._thread = threading.Thread(target=self._work, name="kvctl-live-run", daemon=True)
             self._thread.start()
         return self
@@ -104,12 +112,13 @@ class LiveRun:
         self._running.clear()
 
     def resume(self) -> None:
-        self._wall0 = time.monotonic()
-        self._virtual0 = self.engine.st.clock_s
+        with self._lock:  # the worker's last step before the pause has finished
+            self._origin = (time.monotonic(), self.engine.clock_s)
         self._running.set()
 
     def step_once(self) -> None:
-        """Advance one engine step (while paused) and refresh the snapshot."""
+        """Advance one engine step (while paused) and refresh the snapshot. An idle engine
+        jumps to its next event, paced or not: the operator asked for the step."""
         with self._lock:
             self._step()
             self._refresh(force_tree=True)
@@ -142,7 +151,8 @@ class LiveRun:
 
     # ---- worker ------------------------------------------------------------------------
 
-    def _step(self) -> None:
+    def _step(self, horizon_s: float | None = None) -> None:
+        """One engine step; `horizon_s` also bounds a decode jump (the pace's)."""
         engine, driver = self.engine, self._driver
         if not engine.has_work() and driver.exhausted():
             if not self.loop:
@@ -151,10 +161,48 @@ class LiveRun:
             self._driver = self._new_driver()
             self._driver.prime(engine)
             driver = self._driver
-        next_event = getattr(driver, "next_event_s", None)
-        report = engine.step(horizon_s=next_event() if next_event is not None else None)
+        events = [t for t in (self._driver_event_s(), horizon_s) if t is not None]
+        report = engine.step(horizon_s=min(events) if events else None)
         driver.after_step(engine, report)
         self.steps += report.steps
+
+    def _driver_event_s(self) -> float | None:
+        next_event = getattr(self._driver, "next_event_s", None)
+        return next_event() if next_event is not None else None
+
+    def _advance(self) -> float:
+        """Step, or under a pace wait, once (caller holds the lock); returns the wall
+        seconds to sleep before the next call."""
+        if self.pace is None:
+            self._step()
+            return 0.0
+        wall0, virtual0 = self._origin
+        due_s = virtual0 + (time.monotonic() - wall0) * self.pace  # wall time, in virtual s
+        clock = self.engine.clock_s
+        if clock > due_s:  # a step ran ahead of wall time: let wall time catch up
+            return min((clock - due_s) / self.pace, TICK_S)
+        event = self._idle_until_s()
+        if event is None:
+            self._step(horizon_s=due_s + self.pace * TICK_S)
+            return 0.0
+        to_s = max(clock, min(event, due_s))
+        report = self.engine.wait_until(to_s)
+        self._driver.after_step(self.engine, report)  # fires a driver event that fell due
+        return 0.0 if to_s >= event else min((event - to_s) / self.pace, TICK_S)
+
+    def _idle_until_s(self) -> float | None:
+        """The virtual time an idle engine must wait for (its next arrival or reload
+        completion, or the driver's next event if earlier); None: step now (work is
+        runnable, or nothing is pending and the step ends or loops the workload)."""
+        engine = self.engine
+        if not engine.has_work() and self._driver.exhausted():
+            return None
+        clock, engine_event = engine.clock_s, engine.next_event_s()
+        if engine_event is not None and engine_event <= clock:
+            return None
+        # a driver event already due fires in the next wait's after_step; never wait on it
+        events = [t for t in (engine_event, self._driver_event_s()) if t is not None and t > clock]
+        return min(events) if events else None
 
     def _work(self) -> None:
         next_snapshot = time.monotonic()
@@ -165,23 +213,15 @@ class LiveRun:
                 if self._stop.is_set():
                     break
                 with self._lock:
-                    if not self.finished:
-                        self._step()
+                    wait_s = 0.0 if self.finished else self._advance()
                     now = time.monotonic()
                     if now >= next_snapshot:
                         self._refresh()
                         next_snapshot = now + self.snapshot_interval_s
                 if self.finished:
-                    time.sleep(self.snapshot_interval_s)
-                    continue
-                self._pace()
+                    self._stop.wait(self.snapshot_interval_s)
+                elif wait_s > 0:
+                    self._stop.wait(wait_s)
         except Exception as err:  # surfaced to the UI/exporter instead of dying silently
             self.error = f"{type(err).__name__}: {err}"
             self._running.clear()
-
-    def _pace(self) -> None:
-        if self.pace is None:
-            return
-        ahead = (self.engine.st.clock_s - self._virtual0) / self.pace - (time.monotonic() - self._wall0)
-        if ahead > 0:
-            self._stop.wait(min(ahead, self.snapshot_interval_s))

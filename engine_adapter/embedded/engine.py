@@ -330,3 +330,34 @@ class EmbeddedEngine:
 
     def close(self) -> None:
         """Nothing to release for CPU pools; present for the SnapshotSource protocol."""
+
+    # ---- paced waiting (a live run whose virtual clock follows wall time) ---------------
+
+    def next_event_s(self) -> float | None:
+        """When the engine next has something to do: `clock_s` when work is runnable now
+        (queued, prefilling or decoding requests, an arrival or reload completion due),
+        else the earliest pending arrival or reload completion, the time an idle `step()`
+        would jump its clock to; None when nothing is pending at all. Read-only."""
+        st = self.st
+        if st.waiting or st.partial or st.running:
+            return st.clock_s
+        events = [t.reload_ready_s for t in st.reloading]
+        if st.future:
+            events.append(st.future[0][0])
+        return max(min(events), st.clock_s) if events else None
+
+    def wait_until(self, to_s: float) -> StepReport:
+        """Advance an idle engine's clock to `to_s` (not past its next event) without running
+        anything: a paced runner waiting in wall time for the next arrival instead of
+        jumping to it. Returns a report of that wait (`steps` 0)."""
+        st = self.st
+        event = self.next_event_s()
+        if to_s < st.clock_s or (event is not None and (event <= st.clock_s or to_s > event)):
+            raise IntegrityError(
+                f"wait_until({to_s}): the clock is at {st.clock_s} and the next event at "
+                f"{event} (an engine waits forward, idle, and never past its next event)")
+        start, st.clock_s = st.clock_s, to_s
+        return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start, prefill_tokens=0,
+                          decode_requests=0, finished=(), steps=0,
+                          free_tokens=st.sg.allocator.available_size(),
+                          evictable_tokens=st.sg.tree_cache.evictable_size())

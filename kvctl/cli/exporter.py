@@ -45,7 +45,9 @@ def exporter_command(
     interval: Annotated[float, Opt(
         help="Seconds between snapshot refreshes and span exports.")] = 1.0,
     pace: Annotated[float, Opt(
-        help="Virtual seconds per wall second; 0 runs as fast as the CPU allows.")] = 1.0,
+        help="Embedded workloads: virtual seconds per wall second, idle gaps included (the "
+        "clock waits for the next arrival in wall time); 0 runs as fast as the CPU allows, "
+        "skipping idle gaps. No effect with --url.")] = 1.0,
     pool_tokens: Annotated[Optional[int], Opt(
         help="KV pool size in tokens (default: the scenario's, or 262144 for a trace).")] = None,
     duration: Annotated[Optional[float], Opt(

@@ -59,7 +59,9 @@ def monitor_command(
     plugin_token: PluginToken = None,
     refresh: Annotated[float, Opt(help="Seconds between screen refreshes.")] = 0.5,
     pace: Annotated[
-        float, Opt(help="Virtual seconds per wall second; 0 runs as fast as the CPU allows.")
+        float, Opt(help="Embedded workloads: virtual seconds per wall second, idle gaps "
+                   "included (the clock waits for the next arrival in wall time); 0 runs as "
+                   "fast as the CPU allows, skipping idle gaps. No effect with --url.")
     ] = 1.0,
     seed: Annotated[Optional[int], Opt(help="Workload seed (default: the scenario's).")] = None,
     pool_tokens: Annotated[
