@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from engine_adapter.embedded.oracle import ContentOracle, NullOracle
+from engine_adapter.embedded.page_hashes import PageChain, expand_blocks
 
 pytestmark = pytest.mark.unit
 
@@ -115,6 +116,17 @@ def test_long_sequences_grow_the_power_table():
     other = tokens.copy()
     other[4_000] = 0
     assert oracle.lengths(ACME0, other, 4_999) == (4_000, 4_000, 4_000)
+
+
+def test_block_id_chain_and_plain_tokens_share_one_set():
+    """A Mooncake request recorded through its block-id chain (prompt + 40 output ids) is
+    found by a later prompt given as plain tokens: 1024 + 32 tokens = 66 pages."""
+    oracle = ContentOracle(16)
+    prompt = expand_blocks((4, 9), 1030)
+    fill = np.concatenate([prompt, np.arange(2**30, 2**30 + 40)])
+    oracle.record(ACME0, fill, 1070, chain=PageChain(prompt, (4, 9)))
+    assert oracle.lengths(ACME0, fill, 1069) == (1056, 1056, 1056)
+    assert oracle.lengths(GLOBEX0, prompt[:1024], 1023, chain=PageChain(prompt[:1024])) == (1008, 0, 0)
 
 
 def test_null_oracle_remembers_nothing():
