@@ -52,17 +52,37 @@ class ContentOracle:
         """Remember that tokens[:upto] (page-floored) now exist as computed K/V under `key`.
         known: a prefix length already recorded under `key` (its pages are skipped).
         chain: the page hashes of the request whose tokens these are (reused, not redone)."""
-        hashes = self._hasher.page_hashes(tokens, upto, chain)
-        skip = known // self.page_size
-        if len(hashes) > skip:
-            self._seen.setdefault(key, set()).update(hashes[skip:])
+        hashes, trusted = self._hasher.page_hashes(tokens, upto, chain)
+        skip = start = known // self.page_size
+        if chain is not None:
+            start = self._unrecorded(chain, key, skip, min(trusted, len(hashes)))
+        if len(hashes) > start:
+            self._seen.setdefault(key, set()).update(hashes[start:])
+
+    @staticmethod
+    def _unrecorded(chain: PageChain, key: NamespaceKey, skip: int, trusted: int) -> int:
+        """First page of [skip, ...) not already in `key`'s set from this chain's own
+        earlier records. chain.recorded[key] = (lo, hi): prompt pages [lo, hi) were added
+        (a set only grows); the first `trusted` hashes of this call are those prompt pages.
+
+            pages:   0 ... lo ...... skip ...... hi ........ trusted ..... len
+            added:         [==== earlier =========)
+            now:                       (skip)    [=== start: added now ===========)
+        """
+        lo, hi = chain.recorded.get(key, (0, 0))
+        if lo <= skip <= hi:
+            chain.recorded[key] = (lo, max(hi, trusted))
+            return max(skip, min(hi, trusted))
+        if trusted > skip:
+            chain.recorded[key] = (skip, trusted)
+        return skip
 
     def lengths(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, cap: int,
                 chain: PageChain | None = None) -> tuple[int, int, int]:
         """(S_any, S_ns, S_sem) in tokens for tokens[:cap], page aligned."""
         if not self._seen:
             return 0, 0, 0
-        values = self._hasher.page_hashes(tokens, cap, chain)
+        values = self._hasher.page_hashes(tokens, cap, chain)[0]
         if not values:
             return 0, 0, 0
         s_sem = self._longest(self._seen.get(key), values)

@@ -101,35 +101,43 @@ class PrefixHasher:
             return np.cumsum(terms, dtype=_U64).tolist()
 
     def page_hashes(self, tokens: Sequence[int] | np.ndarray, upto: int,
-                    chain: PageChain | None = None) -> list[int]:
-        """H at each full page boundary of tokens[:upto]. With `chain` (the request whose
-        tokens these are), its cached prompt hashes are reused wherever `tokens` still
-        starts with that prompt; otherwise every token is hashed (the same values)."""
+                    chain: PageChain | None = None) -> tuple[list[int], int]:
+        """H at each full page boundary of tokens[:upto], and how many of the leading values
+        are `chain`'s cached prompt hashes. With `chain` (the request whose tokens these
+        are), those are reused wherever `tokens` still starts with its prompt (one vectorized
+        compare); otherwise every token is hashed (the same values). Read-only result."""
         seq = _as_int64(tokens)
         pages = min(upto, len(seq)) // self.page_size
         if chain is None:
-            return self.token_hashes(seq[: pages * self.page_size])
+            return self.token_hashes(seq[: pages * self.page_size]), 0
         cached = chain.hashes(self)
         known = min(pages, len(cached))
         shared = known * self.page_size
         if not np.array_equal(seq[:shared], chain.prompt[:shared]):
-            return self.token_hashes(seq[: pages * self.page_size])
-        if pages <= known:
-            return cached[:pages]
+            return self.token_hashes(seq[: pages * self.page_size]), 0
+        if pages == len(cached):
+            return cached, known
+        if pages < len(cached):
+            return cached[:pages], known
         tail = seq[known * self.page_size : pages * self.page_size]
-        return cached + self.token_hashes(tail, known, cached[-1] if cached else 0)
+        return cached + self.token_hashes(tail, known, cached[-1] if cached else 0), known
 
 
 class PageChain:
     """One request's prompt page hashes, computed at most once (on the oracle's first
     question about it) and dropped with the request. From `block_ids` when the prompt is
-    their expansion and the page size divides a block; else from the prompt's tokens."""
+    their expansion and the page size divides a block; else from the prompt's tokens.
 
-    __slots__ = ("prompt", "block_ids", "_hashes", "_hasher")
+    recorded: per oracle key, the range of prompt pages [lo, hi) the oracle already added
+    to that key's set from this chain (a later record of the same request skips them).
+    """
+
+    __slots__ = ("prompt", "block_ids", "recorded", "_hashes", "_hasher")
 
     def __init__(self, prompt: np.ndarray, block_ids: Sequence[int] | None = None) -> None:
         self.prompt = _as_int64(prompt)
         self.block_ids = block_ids
+        self.recorded: dict[tuple[str, int], tuple[int, int]] = {}
         self._hashes: list[int] | None = None
         self._hasher: PrefixHasher | None = None
 
@@ -140,6 +148,7 @@ class PageChain:
             else:
                 self._hashes = hasher.token_hashes(self.prompt)
             self._hasher = hasher
+            self.recorded = {}
         return self._hashes
 
 
