@@ -52,12 +52,12 @@ class ContentOracle:
         """Remember that tokens[:upto] (page-floored) now exist as computed K/V under `key`.
         known: a prefix length already recorded under `key` (its pages are skipped).
         chain: the page hashes of the request whose tokens these are (reused, not redone)."""
-        hashes, trusted = self._hasher.page_hashes(tokens, upto, chain)
+        values, n, trusted = self._hasher.page_hashes(tokens, upto, chain)
         skip = start = known // self.page_size
         if chain is not None:
-            start = self._unrecorded(chain, key, skip, min(trusted, len(hashes)))
-        if len(hashes) > start:
-            self._seen.setdefault(key, set()).update(hashes[start:])
+            start = self._unrecorded(chain, key, skip, min(trusted, n))
+        if n > start:
+            self._seen.setdefault(key, set()).update(values[start:n])
 
     @staticmethod
     def _unrecorded(chain: PageChain, key: NamespaceKey, skip: int, trusted: int) -> int:
@@ -82,27 +82,28 @@ class ContentOracle:
         """(S_any, S_ns, S_sem) in tokens for tokens[:cap], page aligned."""
         if not self._seen:
             return 0, 0, 0
-        values = self._hasher.page_hashes(tokens, cap, chain)[0]
-        if not values:
+        values, n, _ = self._hasher.page_hashes(tokens, cap, chain)
+        if not n:
             return 0, 0, 0
-        s_sem = self._longest(self._seen.get(key), values)
+        s_sem = self._longest(self._seen.get(key), values, n)
         s_ns = s_sem
         s_any = s_sem
         for other, seen in self._seen.items():
             if other == key:
                 continue
-            length = self._longest(seen, values)
+            length = self._longest(seen, values, n)
             s_any = max(s_any, length)
             if other[0] == key[0]:
                 s_ns = max(s_ns, length)
         return s_any * self.page_size, s_ns * self.page_size, s_sem * self.page_size
 
     @staticmethod
-    def _longest(seen: set[int] | None, values: list[int]) -> int:
-        """Number of leading page hashes present. Prefix-closed, so binary search works."""
+    def _longest(seen: set[int] | None, values: list[int], n: int) -> int:
+        """Number of leading page hashes of values[:n] present. Prefix-closed, so binary
+        search works."""
         if not seen:
             return 0
-        low, high = 0, len(values)
+        low, high = 0, n
         while low < high:
             mid = (low + high + 1) // 2
             if values[mid - 1] in seen:

@@ -54,6 +54,7 @@ class PrefixHasher:
         self.page_size = page_size
         self.base = _U64(base)
         self._powers = np.ones(1, dtype=_U64)
+        self._in_block: np.ndarray | None = None
         powers = self.powers(page_size)
         with np.errstate(over="ignore"):
             self._sum = powers.sum(dtype=_U64)  # S
@@ -86,41 +87,47 @@ class PrefixHasher:
 
     def block_hashes(self, block_ids: Sequence[int], length: int) -> list[int]:
         """H at each full page boundary of the first `length` tokens of the expansion of
-        `block_ids` (expand_blocks); needs page_size | BLOCK_TOKENS."""
+        `block_ids` (expand_blocks); needs page_size | BLOCK_TOKENS. Page k of block b has
+        f = 1 + 512 b + k p, so its term is B^{m p} (512 S b + (1 + k p) S + T)."""
         p = self.page_size
         per_block = BLOCK_TOKENS // p
         pages = min(length // p, len(block_ids) * per_block)
         if pages == 0:
             return []
+        if self._in_block is None:
+            with np.errstate(over="ignore"):
+                ks = np.arange(per_block, dtype=_U64) * _U64(p) + _U64(1)
+                self._in_block = ks * self._sum + self._ramp  # (1 + k p) S + T, per k
         blocks = np.asarray(block_ids, dtype=_U64)
-        page = np.arange(pages, dtype=_U64)
-        first = _U64(1) + _U64(BLOCK_TOKENS) * blocks[page // _U64(per_block)]
-        first += (page % _U64(per_block)) * _U64(p)  # f: the page's first token id
         with np.errstate(over="ignore"):
-            terms = self.powers(pages * p)[::p] * (first * self._sum + self._ramp)
+            scaled = blocks * (_U64(BLOCK_TOKENS) * self._sum)
+            terms = (scaled[:, None] + self._in_block[None, :]).reshape(-1)[:pages]
+            terms *= self.powers(pages * p)[::p]
             return np.cumsum(terms, dtype=_U64).tolist()
 
     def page_hashes(self, tokens: Sequence[int] | np.ndarray, upto: int,
-                    chain: PageChain | None = None) -> tuple[list[int], int]:
-        """H at each full page boundary of tokens[:upto], and how many of the leading values
+                    chain: PageChain | None = None) -> tuple[list[int], int, int]:
+        """(values, n, trusted): values[:n] are H at each full page boundary of
+        tokens[:upto] (values may run longer: read-only, not copied), and values[:trusted]
         are `chain`'s cached prompt hashes. With `chain` (the request whose tokens these
         are), those are reused wherever `tokens` still starts with its prompt (one vectorized
-        compare); otherwise every token is hashed (the same values). Read-only result."""
+        compare per fill object; SGLang grows a fill in place or replaces it, never rewrites
+        its prefix); otherwise every token is hashed (the same values)."""
         seq = _as_int64(tokens)
         pages = min(upto, len(seq)) // self.page_size
         if chain is None:
-            return self.token_hashes(seq[: pages * self.page_size]), 0
+            values = self.token_hashes(seq[: pages * self.page_size])
+            return values, len(values), 0
         cached = chain.hashes(self)
         known = min(pages, len(cached))
-        shared = known * self.page_size
-        if not np.array_equal(seq[:shared], chain.prompt[:shared]):
-            return self.token_hashes(seq[: pages * self.page_size]), 0
-        if pages == len(cached):
-            return cached, known
-        if pages < len(cached):
-            return cached[:pages], known
+        if not chain.starts(tokens, seq, known * self.page_size):
+            values = self.token_hashes(seq[: pages * self.page_size])
+            return values, len(values), 0
+        if pages <= len(cached):
+            return cached, pages, known
         tail = seq[known * self.page_size : pages * self.page_size]
-        return cached + self.token_hashes(tail, known, cached[-1] if cached else 0), known
+        values = cached + self.token_hashes(tail, known, cached[-1] if cached else 0)
+        return values, len(values), known
 
 
 class PageChain:
@@ -132,7 +139,7 @@ class PageChain:
     to that key's set from this chain (a later record of the same request skips them).
     """
 
-    __slots__ = ("prompt", "block_ids", "recorded", "_hashes", "_hasher")
+    __slots__ = ("prompt", "block_ids", "recorded", "_hashes", "_hasher", "_fill", "_checked")
 
     def __init__(self, prompt: np.ndarray, block_ids: Sequence[int] | None = None) -> None:
         self.prompt = _as_int64(prompt)
@@ -140,6 +147,17 @@ class PageChain:
         self.recorded: dict[tuple[str, int], tuple[int, int]] = {}
         self._hashes: list[int] | None = None
         self._hasher: PrefixHasher | None = None
+        self._fill: object = None  # the last fill object found to start with the prompt
+        self._checked = 0  # ... over this many tokens
+
+    def starts(self, fill: object, seq: np.ndarray, n: int) -> bool:
+        """Whether seq[:n] == prompt[:n]; compared once per fill object and length."""
+        if fill is self._fill and n <= self._checked:
+            return True
+        if not np.array_equal(seq[:n], self.prompt[:n]):
+            return False
+        self._fill, self._checked = fill, n
+        return True
 
     def hashes(self, hasher: PrefixHasher) -> list[int]:
         if self._hashes is None or self._hasher is not hasher:

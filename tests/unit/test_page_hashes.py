@@ -21,6 +21,11 @@ def reference(page_size: int, tokens, upto: int) -> list[int]:
     return ReferenceOracle(page_size, BASE)._page_hashes(tokens, upto).tolist()
 
 
+def hashes(hasher: PrefixHasher, tokens, upto: int, chain=None) -> list[int]:
+    values, n, _ = hasher.page_hashes(tokens, upto, chain)
+    return values[:n]
+
+
 def test_expand_blocks_is_the_mooncake_convention():
     """block(b) = [1 + 512 b, ..., 512 + 512 b], cut at the length."""
     tokens = expand_blocks((0, 3), 600)
@@ -53,9 +58,9 @@ def test_chain_reuses_the_prompt_and_hashes_output_tokens_past_it():
     prompt = expand_blocks(BLOCKS, LENGTH)
     chain = PageChain(prompt, BLOCKS)
     fill = np.concatenate([prompt, np.arange(2**30, 2**30 + 700)])
-    assert hasher.page_hashes(fill, len(fill), chain)[0] == reference(16, fill, len(fill))
+    assert hashes(hasher, fill, len(fill), chain) == reference(16, fill, len(fill))
     first = chain.hashes(hasher)
-    assert hasher.page_hashes(prompt, 1000, chain)[0] == reference(16, prompt, 1000)
+    assert hashes(hasher, prompt, 1000, chain) == reference(16, prompt, 1000)
     assert chain.hashes(hasher) is first  # cached, not recomputed
 
 
@@ -64,14 +69,14 @@ def test_chain_with_tokens_only_equals_the_reference():
     hasher = PrefixHasher(16, BASE)
     prompt = np.random.default_rng(1).integers(1, 2**31, size=1000)
     chain = PageChain(prompt)
-    assert hasher.page_hashes(prompt, 999, chain)[0] == reference(16, prompt, 999)
+    assert hashes(hasher, prompt, 999, chain) == reference(16, prompt, 999)
 
 
 def test_page_larger_than_a_block_falls_back_to_tokens():
     """Page 1024 does not divide a 512-token block: the tokens are hashed, same values."""
     hasher = PrefixHasher(1024, BASE)
     prompt = expand_blocks(BLOCKS, LENGTH)
-    assert hasher.page_hashes(prompt, LENGTH, PageChain(prompt, BLOCKS))[0] == reference(1024, prompt, LENGTH)
+    assert hashes(hasher, prompt, LENGTH, PageChain(prompt, BLOCKS)) == reference(1024, prompt, LENGTH)
 
 
 def test_fill_that_no_longer_starts_with_the_prompt_is_hashed_from_its_tokens():
@@ -81,5 +86,5 @@ def test_fill_that_no_longer_starts_with_the_prompt_is_hashed_from_its_tokens():
     chain = PageChain(prompt, BLOCKS)
     other = prompt.copy()
     other[100] += 1
-    assert hasher.page_hashes(other, LENGTH, chain)[0] == reference(16, other, LENGTH)
-    assert hasher.page_hashes(prompt[:40], 40, chain)[0] == reference(16, prompt, 40)
+    assert hashes(hasher, other, LENGTH, chain) == reference(16, other, LENGTH)
+    assert hashes(hasher, prompt[:40], 40, chain) == reference(16, prompt, 40)
