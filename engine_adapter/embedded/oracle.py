@@ -24,7 +24,8 @@ process).
     hashes:          h0       h1       h2        (tail pages are not reusable: not hashed)
 
 Memory: one Python int per remembered page per key in `_seen` (`remembered_pages`; about
-100 B each with the set slot), plus one list of a live request's prompt page hashes.
+62 B each with the set slot, measured), plus a live request's prompt page hashes
+(`PageChain`: 8 B per page, dropped with the request).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class ContentOracle:
         if chain is not None:
             start = self._unrecorded(chain, key, skip, min(trusted, n))
         if n > start:
-            self._seen.setdefault(key, set()).update(values[start:n])
+            self._seen.setdefault(key, set()).update(values[start:n].tolist())
 
     @staticmethod
     def _unrecorded(chain: PageChain, key: NamespaceKey, skip: int, trusted: int) -> int:
@@ -98,7 +99,7 @@ class ContentOracle:
         return s_any * self.page_size, s_ns * self.page_size, s_sem * self.page_size
 
     @staticmethod
-    def _longest(seen: set[int] | None, values: list[int], n: int) -> int:
+    def _longest(seen: set[int] | None, values: np.ndarray, n: int) -> int:
         """Number of leading page hashes of values[:n] present. Prefix-closed, so binary
         search works."""
         if not seen:
@@ -106,7 +107,7 @@ class ContentOracle:
         low, high = 0, n
         while low < high:
             mid = (low + high + 1) // 2
-            if values[mid - 1] in seen:
+            if values.item(mid - 1) in seen:
                 low = mid
             else:
                 high = mid - 1

@@ -36,6 +36,7 @@ import numpy as np
 
 BLOCK_TOKENS = 512  # tokens per Mooncake hash block
 _U64 = np.uint64
+_EMPTY = np.empty(0, dtype=_U64)
 _OFFSETS = np.arange(1, BLOCK_TOKENS + 1, dtype=np.int64)
 
 
@@ -70,22 +71,22 @@ class PrefixHasher:
             have = len(self._powers)
         return self._powers[:n]
 
-    def token_hashes(self, tokens: np.ndarray, start_page: int = 0, carry: int = 0) -> list[int]:
+    def token_hashes(self, tokens: np.ndarray, start_page: int = 0, carry: int = 0) -> np.ndarray:
         """H at each full page boundary of `tokens`, which begin at page `start_page` of
         their sequence whose hash so far is `carry` (H_{start_page - 1}, or 0)."""
         p = self.page_size
         n_full = len(tokens) // p * p
         if n_full == 0:
-            return []
+            return _EMPTY
         offset = start_page * p
         powers = self.powers(offset + n_full)[offset:]
         with np.errstate(over="ignore"):
             terms = tokens[:n_full].astype(_U64) * powers
             terms[0] += _U64(carry)
             prefix = np.cumsum(terms, dtype=_U64)
-        return prefix[p - 1 :: p].tolist()
+        return prefix[p - 1 :: p].copy()  # 8 B per page, not per token, stays cached
 
-    def block_hashes(self, block_ids: Sequence[int], length: int) -> list[int]:
+    def block_hashes(self, block_ids: Sequence[int], length: int) -> np.ndarray:
         """H at each full page boundary of the first `length` tokens of the expansion of
         `block_ids` (expand_blocks); needs page_size | BLOCK_TOKENS. Page k of block b has
         f = 1 + 512 b + k p, so its term is B^{m p} (512 S b + (1 + k p) S + T)."""
@@ -93,7 +94,7 @@ class PrefixHasher:
         per_block = BLOCK_TOKENS // p
         pages = min(length // p, len(block_ids) * per_block)
         if pages == 0:
-            return []
+            return _EMPTY
         if self._in_block is None:
             with np.errstate(over="ignore"):
                 ks = np.arange(per_block, dtype=_U64) * _U64(p) + _U64(1)
@@ -103,10 +104,10 @@ class PrefixHasher:
             scaled = blocks * (_U64(BLOCK_TOKENS) * self._sum)
             terms = (scaled[:, None] + self._in_block[None, :]).reshape(-1)[:pages]
             terms *= self.powers(pages * p)[::p]
-            return np.cumsum(terms, dtype=_U64).tolist()
+            return np.cumsum(terms, dtype=_U64)
 
     def page_hashes(self, tokens: Sequence[int] | np.ndarray, upto: int,
-                    chain: PageChain | None = None) -> tuple[list[int], int, int]:
+                    chain: PageChain | None = None) -> tuple[np.ndarray, int, int]:
         """(values, n, trusted): values[:n] are H at each full page boundary of
         tokens[:upto] (values may run longer: read-only, not copied), and values[:trusted]
         are `chain`'s cached prompt hashes. With `chain` (the request whose tokens these
@@ -126,7 +127,8 @@ class PrefixHasher:
         if pages <= len(cached):
             return cached, pages, known
         tail = seq[known * self.page_size : pages * self.page_size]
-        values = cached + self.token_hashes(tail, known, cached[-1] if cached else 0)
+        carry = int(cached[known - 1]) if known else 0
+        values = np.concatenate([cached, self.token_hashes(tail, known, carry)])
         return values, len(values), known
 
 
@@ -145,7 +147,7 @@ class PageChain:
         self.prompt = _as_int64(prompt)
         self.block_ids = block_ids
         self.recorded: dict[tuple[str, int], tuple[int, int]] = {}
-        self._hashes: list[int] | None = None
+        self._hashes: np.ndarray | None = None
         self._hasher: PrefixHasher | None = None
         self._fill: object = None  # the last fill object found to start with the prompt
         self._checked = 0  # ... over this many tokens
@@ -159,7 +161,7 @@ class PageChain:
         self._fill, self._checked = fill, n
         return True
 
-    def hashes(self, hasher: PrefixHasher) -> list[int]:
+    def hashes(self, hasher: PrefixHasher) -> np.ndarray:
         if self._hashes is None or self._hasher is not hasher:
             if self.block_ids is not None and BLOCK_TOKENS % hasher.page_size == 0:
                 self._hashes = hasher.block_hashes(self.block_ids, len(self.prompt))
