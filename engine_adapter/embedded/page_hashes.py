@@ -162,6 +162,7 @@ class PageChain:
         return True
 
     def hashes(self, hasher: PrefixHasher) -> np.ndarray:
+        """H at each full page boundary of the prompt (computed once per hasher)."""
         if self._hashes is None or self._hasher is not hasher:
             if self.block_ids is not None and BLOCK_TOKENS % hasher.page_size == 0:
                 self._hashes = hasher.block_hashes(self.block_ids, len(self.prompt))
