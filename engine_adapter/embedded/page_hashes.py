@@ -30,6 +30,7 @@ Never exported: hashes stay in process memory.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -149,16 +150,20 @@ class PageChain:
         self.recorded: dict[tuple[str, int], tuple[int, int]] = {}
         self._hashes: np.ndarray | None = None
         self._hasher: PrefixHasher | None = None
-        self._fill: object = None  # the last fill object found to start with the prompt
+        self._fill: weakref.ref | None = None  # the last fill found to start with the prompt
         self._checked = 0  # ... over this many tokens
 
     def starts(self, fill: object, seq: np.ndarray, n: int) -> bool:
-        """Whether seq[:n] == prompt[:n]; compared once per fill object and length."""
-        if fill is self._fill and n <= self._checked:
+        """Whether seq[:n] == prompt[:n]; compared once per fill object and length (a weak
+        reference: a fill SGLang replaced is not kept alive)."""
+        if self._fill is not None and self._fill() is fill and n <= self._checked:
             return True
         if not np.array_equal(seq[:n], self.prompt[:n]):
             return False
-        self._fill, self._checked = fill, n
+        try:
+            self._fill, self._checked = weakref.ref(fill), n
+        except TypeError:  # a list: compared every time
+            self._fill = None
         return True
 
     def hashes(self, hasher: PrefixHasher) -> np.ndarray:
