@@ -29,7 +29,8 @@ class Timed:
     """Wraps ContentOracle's two calls; runs and times the reference beside each."""
 
     def __init__(self) -> None:
-        self.seconds = {(side, call): 0.0 for side in ("new", "old") for call in ("lengths", "record")}
+        self.seconds = {(side, call): 0.0 for side in ("new", "old")
+                        for call in ("lengths", "record")}
         self.calls = {"lengths": 0, "record": 0}
         self.differ = 0
         self.pair = None
@@ -87,12 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     new = timed.seconds["new", "lengths"] + timed.seconds["new", "record"]
     old = timed.seconds["old", "lengths"] + timed.seconds["old", "record"]
     print(f"Mooncake head: {args.limit} requests, pool {args.pool_tokens or 'unbounded'}, page "
-          f"{oracle.page_size}; {timed.calls['lengths']:,} lengths + {timed.calls['record']:,} record calls")
+          f"{oracle.page_size}; {timed.calls['lengths']:,} lengths + "
+          f"{timed.calls['record']:,} record calls")
     for call in ("lengths", "record"):
         print(f"  {call:8s} page chains {timed.seconds['new', call]:6.3f} s   "
               f"per-token {timed.seconds['old', call]:6.3f} s")
     print(f"oracle CPU: page chains {new:.3f} s, per-token {old:.3f} s, ratio {new / old:.3f}")
-    print(f"remembered pages {oracle.remembered_pages:,}, their sets {set_bytes(oracle._seen) / 1e6:.1f} MB")
+    print(f"remembered pages {oracle.remembered_pages:,}, "
+          f"their sets {set_bytes(oracle._seen) / 1e6:.1f} MB")
     same = timed.differ == 0 and oracle._seen == reference._seen
     print("answers and hash sets identical" if same else f"error: {timed.differ} answers differ")
     return 0 if same else 1

@@ -78,7 +78,7 @@ def check(shadow: Shadow) -> None:
     assert shadow.admissions and shadow.records
     assert shadow.chained == len(shadow.admissions) + shadow.records
     differing = [i for i, (got, want) in enumerate(shadow.admissions) if got != want]
-    assert differing == [], f"{len(differing)} admissions differ, first {shadow.admissions[differing[0]]}"
+    assert differing == [], f"{len(differing)} differ, first {shadow.admissions[differing[0]]}"
     assert shadow.oracle._seen == shadow.reference._seen
 
 

@@ -76,7 +76,8 @@ def test_page_larger_than_a_block_falls_back_to_tokens():
     """Page 1024 does not divide a 512-token block: the tokens are hashed, same values."""
     hasher = PrefixHasher(1024, BASE)
     prompt = expand_blocks(BLOCKS, LENGTH)
-    assert hashes(hasher, prompt, LENGTH, PageChain(prompt, BLOCKS)) == reference(1024, prompt, LENGTH)
+    chain = PageChain(prompt, BLOCKS)
+    assert hashes(hasher, prompt, LENGTH, chain) == reference(1024, prompt, LENGTH)
 
 
 def test_fill_that_no_longer_starts_with_the_prompt_is_hashed_from_its_tokens():
