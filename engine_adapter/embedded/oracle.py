@@ -13,13 +13,19 @@ was ever prefilled or decoded, and answers those three lengths at page granulari
 never decides a hit; it only explains one. Invariant checked by the engine and the tests:
 S_runtime <= S_sem (no cross-namespace hit, no stale-generation hit).
 
-Hashing: h(prefix of n tokens) = sum_{j<n} t_j * B^j mod 2^64 (numpy uint64 wrap-around),
-computed for all page boundaries of a sequence in one cumsum; B is a random odd 64-bit
-multiplier fixed per engine. This is an in-memory statistic, never exported (no keys or
-ids leave the process).
+Hashing (page_hashes.py): a polynomial prefix hash mod 2^64 with a random odd base fixed
+per engine, at every full page boundary. Given a request's `PageChain` (Tracked.chain), a
+request's prompt is hashed once, from its Mooncake block ids where it has them, and only
+tokens past the prompt's last full page are hashed per call; without one, the tokens are.
+Both give the same values. An in-memory statistic, never exported (no keys or ids leave the
+process).
 
     tokens:  | page 0 | page 1 | page 2 |tail|
     hashes:          h0       h1       h2        (tail pages are not reusable: not hashed)
+
+Memory: one Python int per remembered page per key in `_seen` (`remembered_pages`; about
+62 B each with the set slot, measured), plus a live request's prompt page hashes
+(`PageChain`: 8 B per page, dropped with the request).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from engine_adapter.embedded.page_hashes import PageChain, PrefixHasher
 
 NamespaceKey = tuple[str, int]  # (namespace label, model generation)
 
@@ -37,70 +45,69 @@ class ContentOracle:
     def __init__(self, page_size: int, seed: int = 0) -> None:
         self.page_size = page_size
         rng = np.random.default_rng(seed ^ 0x5EED_CAFE)
-        self._base = np.uint64(int(rng.integers(1, 2**62)) * 2 + 1)
-        self._powers = np.ones(1, dtype=np.uint64)
+        self._hasher = PrefixHasher(page_size, int(rng.integers(1, 2**62)) * 2 + 1)
         self._seen: dict[NamespaceKey, set[int]] = {}
 
-    def _page_hashes(self, tokens: Sequence[int] | np.ndarray, upto: int | None = None) -> np.ndarray:
-        """Prefix hashes at each full page boundary of tokens[:upto]."""
-        n = len(tokens) if upto is None else min(upto, len(tokens))
-        n_full = (n // self.page_size) * self.page_size
-        if n_full == 0:
-            return np.empty(0, dtype=np.uint64)
-        self._ensure_powers(n_full)
-        arr = np.asarray(tokens[:n_full], dtype=np.int64).astype(np.uint64)
-        with np.errstate(over="ignore"):
-            prefix = np.cumsum(arr * self._powers[:n_full], dtype=np.uint64)
-        return prefix[self.page_size - 1 :: self.page_size]
-
-    def _ensure_powers(self, n: int) -> None:
-        have = len(self._powers)
-        if have >= n:
-            return
-        size = max(n, 2 * have)
-        powers = np.empty(size, dtype=np.uint64)
-        powers[:have] = self._powers
-        with np.errstate(over="ignore"):
-            for index in range(have, size):
-                powers[index] = powers[index - 1] * self._base
-        self._powers = powers
-
     def record(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, upto: int,
-               known: int = 0) -> None:
+               known: int = 0, chain: PageChain | None = None) -> None:
         """Remember that tokens[:upto] (page-floored) now exist as computed K/V under `key`.
-        known: a prefix length already recorded under `key` (its pages are skipped)."""
-        hashes = self._page_hashes(tokens, upto)
-        skip = known // self.page_size
-        if len(hashes) > skip:
-            self._seen.setdefault(key, set()).update(hashes[skip:].tolist())
+        known: a prefix length already recorded under `key` (its pages are skipped).
+        chain: the page hashes of the request whose tokens these are (reused, not redone)."""
+        values, n, trusted = self._hasher.page_hashes(tokens, upto, chain)
+        skip = start = known // self.page_size
+        if chain is not None:
+            start = self._unrecorded(chain, key, skip, min(trusted, n))
+        if n > start:
+            self._seen.setdefault(key, set()).update(values[start:n].tolist())
 
-    def lengths(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, cap: int) -> tuple[int, int, int]:
+    @staticmethod
+    def _unrecorded(chain: PageChain, key: NamespaceKey, skip: int, trusted: int) -> int:
+        """First page of [skip, ...) not already in `key`'s set from this chain's own
+        earlier records. chain.recorded[key] = (lo, hi): prompt pages [lo, hi) were added
+        (a set only grows); the first `trusted` hashes of this call are those prompt pages.
+
+            pages:   0 ... lo ...... skip ...... hi ........ trusted ..... len
+            added:         [==== earlier =========)
+            now:                       (skip)    [=== start: added now ===========)
+        """
+        lo, hi = chain.recorded.get(key, (0, 0))
+        if lo <= skip <= hi:
+            chain.recorded[key] = (lo, max(hi, trusted))
+            return max(skip, min(hi, trusted))
+        if trusted > skip:
+            chain.recorded[key] = (skip, trusted)
+        return skip
+
+    def lengths(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, cap: int,
+                chain: PageChain | None = None) -> tuple[int, int, int]:
         """(S_any, S_ns, S_sem) in tokens for tokens[:cap], page aligned."""
-        hashes = self._page_hashes(tokens, cap)
-        if not len(hashes) or not self._seen:
+        if not self._seen:
             return 0, 0, 0
-        values = hashes.tolist()
-        s_sem = self._longest(self._seen.get(key), values)
+        values, n, _ = self._hasher.page_hashes(tokens, cap, chain)
+        if not n:
+            return 0, 0, 0
+        s_sem = self._longest(self._seen.get(key), values, n)
         s_ns = s_sem
         s_any = s_sem
         for other, seen in self._seen.items():
             if other == key:
                 continue
-            length = self._longest(seen, values)
+            length = self._longest(seen, values, n)
             s_any = max(s_any, length)
             if other[0] == key[0]:
                 s_ns = max(s_ns, length)
         return s_any * self.page_size, s_ns * self.page_size, s_sem * self.page_size
 
     @staticmethod
-    def _longest(seen: set[int] | None, values: list[int]) -> int:
-        """Number of leading page hashes present. Prefix-closed, so binary search works."""
+    def _longest(seen: set[int] | None, values: np.ndarray, n: int) -> int:
+        """Number of leading page hashes of values[:n] present. Prefix-closed, so binary
+        search works."""
         if not seen:
             return 0
-        low, high = 0, len(values)
+        low, high = 0, n
         while low < high:
             mid = (low + high + 1) // 2
-            if values[mid - 1] in seen:
+            if values.item(mid - 1) in seen:
                 low = mid
             else:
                 high = mid - 1
@@ -118,8 +125,8 @@ class NullOracle:
     page_size = 0
     remembered_pages = 0
 
-    def record(self, key, tokens, upto, known: int = 0) -> None:
+    def record(self, key, tokens, upto, known: int = 0, chain=None) -> None:
         return None
 
-    def lengths(self, key, tokens, cap) -> tuple[int, int, int]:
+    def lengths(self, key, tokens, cap, chain=None) -> tuple[int, int, int]:
         return 0, 0, 0

@@ -236,7 +236,8 @@ class Prefill:
         req.extend_end = req.prefix_len + take
         tr.admitted_s = st.clock_s if tr.admitted_s is None else tr.admitted_s
         if not tr.funnel_done:
-            s_any, s_ns, s_sem = st.oracle.lengths(tr.key, fill, s_cap) if authorized else (0, 0, 0)
+            s_any, s_ns, s_sem = (st.oracle.lengths(tr.key, fill, s_cap, chain=tr.chain)
+                                  if authorized else (0, 0, 0))
             tr.facts = AdmissionFacts(
                 s_prompt=len(spec.tokens), s_cap=s_cap, authorized=authorized,
                 s_any=s_any, s_ns=s_ns, s_sem=s_sem,
@@ -335,7 +336,8 @@ class Prefill:
                 continue
             self.retention.record_funnel(tr)
             # [0, prefix_len) was matched or computed under this key before: record the rest.
-            st.oracle.record(tr.key, req.full_untruncated_fill_ids, req.extend_end, known=req.prefix_len)
+            st.oracle.record(tr.key, req.full_untruncated_fill_ids, req.extend_end,
+                             known=req.prefix_len, chain=tr.chain)
             if req.extend_end < len(req.full_untruncated_fill_ids):
                 from sglang.srt.mem_cache.common import checkpoint_kv_cache
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from engine_adapter.embedded.page_hashes import PageChain
+
 
 @dataclass(frozen=True, kw_only=True)
 class RequestSpec:
@@ -22,6 +24,9 @@ class RequestSpec:
       evictable), "offload" (copied to the host tier; reloaded instead of recomputed when
       evicted meanwhile). None: the engine's default. Ignored when `session` is None.
     namespace: the cache namespace it asks to read (default: its tenant's own).
+    block_ids: set when `tokens` is exactly `page_hashes.expand_blocks(block_ids,
+      len(tokens))` (a Mooncake trace line); lets the content oracle hash pages from the
+      ids instead of the tokens. None: hash the tokens.
     """
 
     rid: str
@@ -34,6 +39,7 @@ class RequestSpec:
     retention: str | None = None
     last_turn: bool = True
     priority: int | None = None
+    block_ids: tuple[int, ...] | None = None
 
     @property
     def read_namespace(self) -> str:
@@ -77,3 +83,7 @@ class Tracked:
     reload_required_end: int = 0  # tokens [prefix, end) come from the host tier
     generation: int = 0
     facts: Any = None  # AdmissionFacts gathered at first admission, recorded at execution
+    chain: PageChain = field(init=False)  # the oracle's page hashes of the prompt, built once
+
+    def __post_init__(self) -> None:
+        self.chain = PageChain(self.spec.tokens, self.spec.block_ids)

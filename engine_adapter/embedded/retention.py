@@ -69,7 +69,7 @@ class Retention:
                 self._offload(tr)
             req.refresh_fill_ids()  # decode tokens reach the fill array only on refresh
             st.oracle.record(tr.key, req.full_untruncated_fill_ids, req.kv.kv_committed_len,
-                             known=req.kv.cache_protected_len)
+                             known=req.kv.cache_protected_len, chain=tr.chain)
             release_kv_cache(req, st.sg.tree_cache, checkpoint=True)
         if policy == "retain":
             self._take_lease(tr)

@@ -34,13 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
+from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, expand_blocks
 from engine_adapter.embedded.requests import RequestSpec
 from kvctl.errors import InputError
 from kvctl.util.inputs import check_input_file, decode_line
 
-BLOCK_TOKENS = 512  # Mooncake's hash block size
 MAX_HASH_ID = ((1 << 30) - 1) // BLOCK_TOKENS - 1  # keeps 1 + 512 b + 511 < 2^30
-_OFFSETS = np.arange(1, BLOCK_TOKENS + 1, dtype=np.int64)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,16 +167,16 @@ def scan_trace(path: str | Path, *, limit: int | None = None) -> TraceSummary:
 
 def prompt_tokens(record: MooncakeRecord) -> np.ndarray:
     """The record's synthetic prompt: block(b) for each hash id, cut at input_length."""
-    ids = np.asarray(record.hash_ids, dtype=np.int64)
-    blocks = ids[:, None] * BLOCK_TOKENS + _OFFSETS[None, :]
-    return blocks.reshape(-1)[: record.input_length]
+    return expand_blocks(record.hash_ids, record.input_length)
 
 
 def to_spec(record: MooncakeRecord, *, origin_s: float = 0.0, rid_prefix: str = "") -> RequestSpec:
-    """One engine request per trace line: no session, no namespace (single tenant).
+    """One engine request per trace line: no session, no namespace (single tenant); its hash
+    ids ride along so the content oracle hashes pages from them, not from the tokens.
     origin_s / rid_prefix shift a replay that starts again on a warm engine (a live run)."""
     return RequestSpec(rid=rid_prefix + record.rid, tokens=prompt_tokens(record),
-                       max_new_tokens=record.output_length, arrival_s=origin_s + record.arrival_s)
+                       max_new_tokens=record.output_length, arrival_s=origin_s + record.arrival_s,
+                       block_ids=record.hash_ids)
 
 
 class MooncakeDriver:

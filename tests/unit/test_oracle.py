@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from engine_adapter.embedded.oracle import ContentOracle, NullOracle
+from engine_adapter.embedded.page_hashes import PageChain, expand_blocks
+from tests.support.reference_oracle import ReferenceOracle
 
 pytestmark = pytest.mark.unit
 
@@ -117,9 +119,88 @@ def test_long_sequences_grow_the_power_table():
     assert oracle.lengths(ACME0, other, 4_999) == (4_000, 4_000, 4_000)
 
 
+def test_block_id_chain_and_plain_tokens_share_one_set():
+    """A Mooncake request recorded through its block-id chain (prompt + 40 output ids) is
+    found by a later prompt given as plain tokens: 1024 + 32 tokens = 66 pages."""
+    oracle = ContentOracle(16)
+    prompt = expand_blocks((4, 9), 1030)
+    fill = np.concatenate([prompt, np.arange(2**30, 2**30 + 40)])
+    oracle.record(ACME0, fill, 1070, chain=PageChain(prompt, (4, 9)))
+    assert oracle.lengths(ACME0, fill, 1069) == (1056, 1056, 1056)
+    later = prompt[:1024]
+    assert oracle.lengths(GLOBEX0, later, 1023, chain=PageChain(later)) == (1008, 0, 0)
+
+
 def test_null_oracle_remembers_nothing():
     """Instrumentation off: the null oracle records nothing and answers zeros."""
     oracle = NullOracle()
     oracle.record(ACME0, PROMPT, 100)
     assert oracle.lengths(ACME0, PROMPT, 99) == (0, 0, 0)
     assert oracle.remembered_pages == 0
+
+
+def test_random_call_sequences_equal_the_per_token_reference():
+    """400 random record/lengths calls over 6 requests (block-id and token prompts, fills
+    growing with output ids, random known/upto/cap, two keys): every answer and the final
+    hash sets equal the previous per-token algorithm's (tests/support/reference_oracle.py)."""
+    rng = np.random.default_rng(7)
+    oracle = ContentOracle(16, seed=5)
+    ref = ReferenceOracle(16, int(oracle._hasher.base))
+    shared = (1, 2, 3)
+    requests = []
+    for index in range(6):
+        blocks = shared[: index % 4] + tuple(int(b) for b in rng.integers(10, 40, size=2))
+        prompt = expand_blocks(blocks, len(blocks) * 512 - int(rng.integers(0, 500)))
+        chain = PageChain(prompt, blocks if index % 2 else None)
+        requests.append((prompt, chain, [2**30 + 1000 * index]))
+    answers = []
+    for _ in range(400):
+        prompt, chain, out = requests[int(rng.integers(len(requests)))]
+        if rng.random() < 0.3:
+            out.append(out[-1] + 1)
+        fill = np.concatenate([prompt, np.arange(out[0], out[0] + len(out) - 1)])
+        key = (ACME0, ACME1)[int(rng.integers(2))]
+        upto = int(rng.integers(0, len(fill) + 1))
+        if rng.random() < 0.5:
+            known = int(rng.integers(0, upto + 1))
+            oracle.record(key, fill, upto, known=known, chain=chain)
+            ref.record(key, fill, upto, known=known)
+        else:
+            got = oracle.lengths(key, fill, upto, chain=chain)
+            answers.append((got, ref.lengths(key, fill, upto)))
+    assert [a for a, b in answers] == [b for a, b in answers]
+    assert any(a != (0, 0, 0) for a, _ in answers)
+    assert oracle._seen == ref._seen
+
+
+def _paired(page_size: int = 16):
+    oracle = ContentOracle(page_size)
+    return oracle, ReferenceOracle(page_size, int(oracle._hasher.base))
+
+
+def test_a_later_record_from_an_earlier_page_adds_the_pages_skipped_before():
+    """known=16 skips page 0; a later known=0 record of the same request must add it
+    (the chain remembers which pages it added, not which it was told were known)."""
+    oracle, ref = _paired()
+    prompt = expand_blocks((1, 2), 1024)
+    chain = PageChain(prompt, (1, 2))
+    for known in (16, 0):
+        oracle.record(ACME0, prompt, 640, known=known, chain=chain)
+        ref.record(ACME0, prompt, 640, known=known)
+    assert oracle._seen == ref._seen
+    assert oracle.lengths(ACME0, prompt, 1023) == (640, 640, 640)
+
+
+def test_a_fill_that_left_the_prompt_is_recorded_in_full_again():
+    """After the prompt's pages are recorded, a fill that differs at token 5 shares no page
+    hash with them: all 40 of its pages are added, none skipped as already recorded."""
+    oracle, ref = _paired()
+    prompt = expand_blocks((1, 2), 1024)
+    chain = PageChain(prompt, (1, 2))
+    other = prompt.copy()
+    other[5] += 1
+    for fill in (prompt, other):
+        oracle.record(ACME0, fill, 640, chain=chain)
+        ref.record(ACME0, fill, 640)
+    assert oracle._seen == ref._seen
+    assert oracle.remembered_pages == 80

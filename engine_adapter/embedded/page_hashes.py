@@ -1,0 +1,183 @@
+"""Page-boundary prefix hashes for the content oracle, computed once per request.
+
+The hash (seed 000 0x07A: the oracle's page-granular prefix identity) is polynomial:
+
+    h(prefix of n tokens) = sum_{j<n} t_j * B^j  mod 2^64      (numpy uint64 wrap-around)
+
+B is a random odd 64-bit multiplier fixed per engine. It is a chain over pages:
+
+    H_m = H_{m-1} + B^{m p} * sum_{i<p} t_{m p + i} B^i        (page m, page size p)
+
+so a page's term needs only its own tokens and its index. A page of consecutive ids
+f, f+1, ..., f+p-1 (every page of a Mooncake block, when p divides 512) has the closed form
+
+    sum_{i<p} (f + i) B^i = f * S + T,   S = sum_{i<p} B^i,   T = sum_{i<p} i B^i
+
+so its term comes from (block id, page index in block) without materializing a token:
+
+    hash_ids:  [ b0                  | b1                  | ...
+    pages:     [ f=1+512 b0 | +p | ..| f=1+512 b1 | +p | ..| ...     (q = 512 / p per block)
+    H:           H_0   H_1  ...        H_q  ...                      (full pages only)
+
+Either way the values are bit-identical to hashing the tokens, so pages from a trace's
+block ids, from a scenario's tokens and from decode output (synthetic ids) share one set.
+
+`PageChain` caches one request's prompt hashes (built on first use, dropped with the
+request); `PrefixHasher.page_hashes` answers any (tokens, upto) from it, hashing only the
+tokens past the prompt's last full page (decode output, a retracted request's refill).
+Never exported: hashes stay in process memory.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+
+BLOCK_TOKENS = 512  # tokens per Mooncake hash block
+_U64 = np.uint64
+_EMPTY = np.empty(0, dtype=_U64)
+_OFFSETS = np.arange(1, BLOCK_TOKENS + 1, dtype=np.int64)
+
+
+def expand_blocks(block_ids: Sequence[int], length: int) -> np.ndarray:
+    """The synthetic prompt of a block-id sequence, cut at `length` (kvctl.replay.mooncake):
+    block(b) = [1 + 512 b, 2 + 512 b, ..., 512 + 512 b]. `PageChain` hashes block ids as if
+    they were expanded this way."""
+    ids = np.asarray(block_ids, dtype=np.int64)
+    return (ids[:, None] * BLOCK_TOKENS + _OFFSETS[None, :]).reshape(-1)[:length]
+
+
+class PrefixHasher:
+    """The hash function of one oracle: a base B and the powers B^j, grown on demand."""
+
+    def __init__(self, page_size: int, base: int) -> None:
+        self.page_size = page_size
+        self.base = _U64(base)
+        self._powers = np.ones(1, dtype=_U64)
+        self._in_block: np.ndarray | None = None
+        powers = self.powers(page_size)
+        with np.errstate(over="ignore"):
+            self._sum = powers.sum(dtype=_U64)  # S
+            self._ramp = (np.arange(page_size, dtype=_U64) * powers).sum(dtype=_U64)  # T
+
+    def powers(self, n: int) -> np.ndarray:
+        """B^0 .. B^(n-1). Grown by doubling: powers[h:2h] = powers[:h] * B^h."""
+        have = len(self._powers)
+        while have < n:
+            with np.errstate(over="ignore"):
+                step = self._powers[-1] * self.base  # B^have
+                self._powers = np.concatenate([self._powers, self._powers * step])
+            have = len(self._powers)
+        return self._powers[:n]
+
+    def token_hashes(self, tokens: np.ndarray, start_page: int = 0, carry: int = 0) -> np.ndarray:
+        """H at each full page boundary of `tokens`, which begin at page `start_page` of
+        their sequence whose hash so far is `carry` (H_{start_page - 1}, or 0)."""
+        p = self.page_size
+        n_full = len(tokens) // p * p
+        if n_full == 0:
+            return _EMPTY
+        offset = start_page * p
+        powers = self.powers(offset + n_full)[offset:]
+        with np.errstate(over="ignore"):
+            terms = tokens[:n_full].astype(_U64) * powers
+            terms[0] += _U64(carry)
+            prefix = np.cumsum(terms, dtype=_U64)
+        return prefix[p - 1 :: p].copy()  # 8 B per page, not per token, stays cached
+
+    def block_hashes(self, block_ids: Sequence[int], length: int) -> np.ndarray:
+        """H at each full page boundary of the first `length` tokens of the expansion of
+        `block_ids` (expand_blocks); needs page_size | BLOCK_TOKENS. Page k of block b has
+        f = 1 + 512 b + k p, so its term is B^{m p} (512 S b + (1 + k p) S + T)."""
+        p = self.page_size
+        per_block = BLOCK_TOKENS // p
+        pages = min(length // p, len(block_ids) * per_block)
+        if pages == 0:
+            return _EMPTY
+        if self._in_block is None:
+            with np.errstate(over="ignore"):
+                ks = np.arange(per_block, dtype=_U64) * _U64(p) + _U64(1)
+                self._in_block = ks * self._sum + self._ramp  # (1 + k p) S + T, per k
+        blocks = np.asarray(block_ids, dtype=_U64)
+        with np.errstate(over="ignore"):
+            scaled = blocks * (_U64(BLOCK_TOKENS) * self._sum)
+            terms = (scaled[:, None] + self._in_block[None, :]).reshape(-1)[:pages]
+            terms *= self.powers(pages * p)[::p]
+            return np.cumsum(terms, dtype=_U64)
+
+    def page_hashes(self, tokens: Sequence[int] | np.ndarray, upto: int,
+                    chain: PageChain | None = None) -> tuple[np.ndarray, int, int]:
+        """(values, n, trusted): values[:n] are H at each full page boundary of
+        tokens[:upto] (values may run longer: read-only, not copied), and values[:trusted]
+        are `chain`'s cached prompt hashes. With `chain` (the request whose tokens these
+        are), those are reused wherever `tokens` still starts with its prompt (one vectorized
+        compare per fill object; SGLang grows a fill in place or replaces it, never rewrites
+        its prefix); otherwise every token is hashed (the same values)."""
+        seq = _as_int64(tokens)
+        pages = min(upto, len(seq)) // self.page_size
+        if chain is None:
+            values = self.token_hashes(seq[: pages * self.page_size])
+            return values, len(values), 0
+        cached = chain.hashes(self)
+        known = min(pages, len(cached))
+        if not chain.starts(tokens, seq, known * self.page_size):
+            values = self.token_hashes(seq[: pages * self.page_size])
+            return values, len(values), 0
+        if pages <= len(cached):
+            return cached, pages, known
+        tail = seq[known * self.page_size : pages * self.page_size]
+        carry = int(cached[known - 1]) if known else 0
+        values = np.concatenate([cached, self.token_hashes(tail, known, carry)])
+        return values, len(values), known
+
+
+class PageChain:
+    """One request's prompt page hashes, computed at most once (on the oracle's first
+    question about it) and dropped with the request. From `block_ids` when the prompt is
+    their expansion and the page size divides a block; else from the prompt's tokens.
+
+    recorded: per oracle key, the range of prompt pages [lo, hi) the oracle already added
+    to that key's set from this chain (a later record of the same request skips them).
+    """
+
+    __slots__ = ("prompt", "block_ids", "recorded", "_hashes", "_hasher", "_fill", "_checked")
+
+    def __init__(self, prompt: np.ndarray, block_ids: Sequence[int] | None = None) -> None:
+        self.prompt = _as_int64(prompt)
+        self.block_ids = block_ids
+        self.recorded: dict[tuple[str, int], tuple[int, int]] = {}
+        self._hashes: np.ndarray | None = None
+        self._hasher: PrefixHasher | None = None
+        self._fill: weakref.ref | None = None  # the last fill found to start with the prompt
+        self._checked = 0  # ... over this many tokens
+
+    def starts(self, fill: object, seq: np.ndarray, n: int) -> bool:
+        """Whether seq[:n] == prompt[:n]; compared once per fill object and length (a weak
+        reference: a fill SGLang replaced is not kept alive)."""
+        if self._fill is not None and self._fill() is fill and n <= self._checked:
+            return True
+        if not np.array_equal(seq[:n], self.prompt[:n]):
+            return False
+        try:
+            self._fill, self._checked = weakref.ref(fill), n
+        except TypeError:  # a list: compared every time
+            self._fill = None
+        return True
+
+    def hashes(self, hasher: PrefixHasher) -> np.ndarray:
+        """H at each full page boundary of the prompt (computed once per hasher)."""
+        if self._hashes is None or self._hasher is not hasher:
+            if self.block_ids is not None and BLOCK_TOKENS % hasher.page_size == 0:
+                self._hashes = hasher.block_hashes(self.block_ids, len(self.prompt))
+            else:
+                self._hashes = hasher.token_hashes(self.prompt)
+            self._hasher = hasher
+            self.recorded = {}
+        return self._hashes
+
+
+def _as_int64(tokens: Sequence[int] | np.ndarray) -> np.ndarray:
+    """A zero-copy int64 view where the input allows (numpy, SGLang's array('q'))."""
+    return np.asarray(tokens, dtype=np.int64)
