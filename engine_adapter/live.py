@@ -105,7 +105,7 @@ class LiveRun:
 
     def resume(self) -> None:
         self._wall0 = time.monotonic()
-        self._virtual0 = self.engine.st.clock_s
+        self._virtual0 = self.engine.clock_s
         self._running.set()
 
     def step_once(self) -> None:
@@ -182,6 +182,6 @@ class LiveRun:
     def _pace(self) -> None:
         if self.pace is None:
             return
-        ahead = (self.engine.st.clock_s - self._virtual0) / self.pace - (time.monotonic() - self._wall0)
+        ahead = (self.engine.clock_s - self._virtual0) / self.pace - (time.monotonic() - self._wall0)
         if ahead > 0:
             self._stop.wait(min(ahead, self.snapshot_interval_s))

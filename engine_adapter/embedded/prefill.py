@@ -27,7 +27,7 @@ import numpy as np
 
 from engine_adapter.embedded.requests import Tracked
 from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
-from engine_adapter.embedded.state import EngineState
+from engine_adapter.embedded.state import EngineState, RollbackDigests
 from engine_adapter.instrument.funnel_recorder import AdmissionFacts
 
 
@@ -121,7 +121,7 @@ class Prefill:
             plan.allocated = self._allocate(plan, chosen, origins)
             if not plan.allocated:
                 plan.computed_tokens = 0
-                st.last_rollback = (before, state_digest(st) if st.digest_admissions else None)
+                st.last_rollback = RollbackDigests(before, state_digest(st) if st.digest_admissions else None)
                 st.last_rollback_step = st.counters.steps
             else:
                 plan.members = chosen

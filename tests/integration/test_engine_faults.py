@@ -42,7 +42,7 @@ def test_lock_leak_is_reported_as_delta_ref_at_the_node(make_engine):
     engine = make_engine()
     _warm(engine)
     engine.submit(RequestSpec(rid="holder", tokens=np.arange(1, 201), max_new_tokens=30,
-                              arrival_s=engine.st.clock_s))
+                              arrival_s=engine.clock_s))
     engine.step()  # a live request whose prompt is cached: the fault locks its match
     assert engine.faults.inject("lock-leak")
     snap = engine.snapshot(per_node_refs=True)
@@ -70,14 +70,14 @@ def test_alloc_fail_rolls_the_admission_back_with_the_digest_unchanged(make_engi
     engine = make_engine()
     _warm(engine)
     engine.submit(RequestSpec(rid="busy", tokens=np.arange(5_000, 5_100), max_new_tokens=20,
-                              arrival_s=engine.st.clock_s))
+                              arrival_s=engine.clock_s))
     engine.step()
     engine.submit(RequestSpec(rid="victim", tokens=np.arange(1, 261), max_new_tokens=3,
-                              arrival_s=engine.st.clock_s))
+                              arrival_s=engine.clock_s))
     assert engine.faults.inject("alloc-fail")
     report = engine.step()
     assert report.prefill_tokens == 0
-    digest_before, digest_after = engine.st.last_rollback
+    digest_before, digest_after = engine.last_rollback()
     assert digest_before == digest_after
     engine.check_integrity()
     assert engine.snapshot().counters.allocation_failures == 1
@@ -91,7 +91,7 @@ def test_alloc_fail_on_an_otherwise_idle_engine_is_retried(make_engine):
     engine = make_engine()
     _warm(engine)
     engine.submit(RequestSpec(rid="victim", tokens=np.arange(1, 261), max_new_tokens=3,
-                              arrival_s=engine.st.clock_s))
+                              arrival_s=engine.clock_s))
     assert engine.faults.inject("alloc-fail")
     (record,) = engine.run_until_idle()
     assert (record.rid, record.hit_tokens) == ("victim", 192)
