@@ -76,3 +76,11 @@ class Tracked:
     reload_required_end: int = 0  # tokens [prefix, end) come from the host tier
     generation: int = 0
     facts: Any = None  # AdmissionFacts gathered at first admission, recorded at execution
+
+    def record_funnel(self, funnel) -> None:
+        """Place this request in `funnel` (a FunnelRecorder) once, when its hit is known to
+        be used or not: at its prefill, or when its reload completes or is discarded."""
+        if not self.funnel_done:
+            self.funnel_done = True
+            self.hit_tokens = self.facts.s_runtime
+            funnel.record(self.facts)
