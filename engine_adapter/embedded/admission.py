@@ -39,6 +39,7 @@ from typing import NamedTuple
 from engine_adapter.embedded.requests import Tracked
 from engine_adapter.embedded.state import EngineState
 from engine_adapter.instrument.funnel_recorder import AdmissionFacts
+from kvctl.util.pages import page_ceil, page_floor
 
 
 def namespace_label(namespace: str, salt: str) -> str:
@@ -167,8 +168,7 @@ class Admission:
         if remaining <= budget:
             return remaining
         page = self.st.config.page_size
-        end = (prefix_len + budget) // page * page
-        return end - prefix_len
+        return page_floor(prefix_len + budget, page) - prefix_len
 
     def _fits(self, tokens: int, prefix_len: int, decode_reserve: int, chosen: list[Tracked],
               *, new: bool = True) -> bool:
@@ -177,10 +177,10 @@ class Admission:
         memory, and stalling it could only deadlock."""
         st = self.st
         page = st.config.page_size
-        need = -(-(prefix_len + tokens) // page) * page - (prefix_len // page) * page
+        need = page_ceil(prefix_len + tokens, page) - page_floor(prefix_len, page)
         if new and not chosen and st.waiting:  # the head's own path is locked now
             self._last_fit = (st.waiting[0].spec.rid, need, st.sg.tree_cache.evictable_size())
-        pending = sum(-(-(t.req.extend_end) // page) * page - (t.req.prefix_len // page) * page for t in chosen)
+        pending = sum(page_ceil(t.req.extend_end, page) - page_floor(t.req.prefix_len, page) for t in chosen)
         free = st.sg.allocator.available_size() + st.sg.tree_cache.evictable_size()
         if need + pending + decode_reserve > free:
             return False

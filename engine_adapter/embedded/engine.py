@@ -37,6 +37,7 @@ from engine_adapter.instrument.probes import install_eviction_probe
 from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Snapshot
 from kvctl.errors import InputError, IntegrityError
+from kvctl.util.pages import ceil_div
 
 OUTPUT_VOCAB = 1 << 31  # synthetic ids live in [2^30, 2^31): below SGLang's uint32 hashing
 
@@ -112,7 +113,7 @@ class EmbeddedEngine:
                 f"request {spec.rid}: {total} tokens exceed the engine's max context "
                 f"{self.config.max_context_len}"
             )
-        pages = -(-total // self.config.page_size)
+        pages = ceil_div(total, self.config.page_size)
         if pages * self.config.page_size > self.config.pool_tokens:
             raise InputError(
                 f"request {spec.rid} needs {pages} pages but the pool holds "
