@@ -36,7 +36,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from engine_adapter.embedded.requests import Tracked
+from engine_adapter.embedded.requests import RequestState, Tracked
 from engine_adapter.embedded.state import EngineState
 from engine_adapter.instrument.funnel_recorder import AdmissionFacts
 from kvctl.util.pages import page_ceil, page_floor
@@ -242,11 +242,11 @@ class Admission:
                 s_runtime=req.prefix_len,
             )
         if reload:
-            tr.state = "reloading"
+            tr.state = RequestState.RELOADING
             tr.reload_required_end = host.end
             tr.reload_tokens = host.end - req.prefix_len
             return 0
-        tr.state = "prefill"
+        tr.state = RequestState.PREFILL
         return take
 
     def _authorized(self, spec) -> bool:
@@ -257,4 +257,4 @@ class Admission:
 
 
 def _is_chunking(tr: Tracked) -> bool:
-    return tr.state == "prefill" and tr.req.extend_end < len(tr.req.full_untruncated_fill_ids)
+    return tr.state == RequestState.PREFILL and tr.req.extend_end < len(tr.req.full_untruncated_fill_ids)

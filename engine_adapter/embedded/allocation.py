@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine_adapter.embedded.requests import Tracked
+from engine_adapter.embedded.requests import RequestState, Tracked
 from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
 
@@ -113,7 +113,7 @@ class Allocation:
             if req.lock is not None:
                 st.sg.tree_cache.unlock(req.lock)
                 req.lock = None
-            tr.state = "waiting"
+            tr.state = RequestState.WAITING
             st.waiting.appendleft(tr)
 
 

@@ -14,6 +14,7 @@ miss that SGLang's tree could have served from one no cache could have.
 from __future__ import annotations
 
 from engine_adapter.embedded.allocation import PrefillPlan
+from engine_adapter.embedded.requests import RequestState
 from engine_adapter.embedded.state import EngineState
 
 
@@ -40,7 +41,7 @@ class Completion:
         last_tokens: list[int] = []
         for index, tr in enumerate(plan.members):
             req = tr.req
-            if tr.state == "reloading":
+            if tr.state == RequestState.RELOADING:
                 self.retention.start_reload(tr, plan, index)
                 last_tokens.append(0)
                 continue
@@ -51,7 +52,7 @@ class Completion:
                 from sglang.srt.mem_cache.common import checkpoint_kv_cache
 
                 checkpoint_kv_cache(req, st.sg.tree_cache)
-                tr.state = "prefill"
+                tr.state = RequestState.PREFILL
                 st.partial.append(tr)
                 last_tokens.append(0)
                 continue
@@ -66,7 +67,7 @@ class Completion:
                 from sglang.srt.mem_cache.common import checkpoint_kv_cache
 
                 checkpoint_kv_cache(req, st.sg.tree_cache)
-                tr.state = "running"
+                tr.state = RequestState.RUNNING
                 st.running[req.rid] = tr
                 keep.append(index)
         if plan.batch is None or st.config.decode_quantum > 1:

@@ -9,6 +9,7 @@ without publishing them (they are re-queued and recomputed, "retraction"). Then
 
 from __future__ import annotations
 
+from engine_adapter.embedded.requests import RequestState
 from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
 
@@ -76,7 +77,7 @@ def settle_retraction(st, retention, retracted, aborted) -> None:
     ScheduleBatch decode and the direct decode (decode_direct.py)."""
     for req in retracted:
         tr = st.running.pop(req.rid)
-        tr.state = "waiting"
+        tr.state = RequestState.WAITING
         st.counters.retractions += 1
         st.counters.retracted_tokens += req.seqlen
         st.receipt(kind="retraction", start_s=st.clock_s, end_s=st.clock_s, tokens=req.seqlen,

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from engine_adapter.embedded.requests import Tracked
+from engine_adapter.embedded.requests import RequestState, Tracked
 from engine_adapter.embedded.state import EngineState
 
 
@@ -174,13 +174,13 @@ class HostTier:
                 tr.facts = dataclasses.replace(tr.facts, snapshot_current=False, s_runtime=0)
                 release_kv_cache(req, st.sg.tree_cache, checkpoint=False)
                 req.reset_for_retract()
-                tr.state = "waiting"
+                tr.state = RequestState.WAITING
                 tr.record_funnel(st.funnel)
                 st.waiting.appendleft(tr)
                 continue
             checkpoint_kv_cache(req, st.sg.tree_cache)
             tr.facts = dataclasses.replace(tr.facts, s_runtime=tr.reload_required_end)
             tr.record_funnel(st.funnel)
-            tr.state = "prefill"
+            tr.state = RequestState.PREFILL
             st.partial.append(tr)
         st.reloading = still

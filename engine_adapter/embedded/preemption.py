@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine_adapter.embedded.leases import Leases
-from engine_adapter.embedded.requests import Tracked
+from engine_adapter.embedded.requests import RequestState, Tracked
 from engine_adapter.embedded.state import EngineState
 
 
@@ -39,7 +39,7 @@ class Preemption:
         seqlen = req.kv.kv_committed_len
         release_kv_cache(req, st.sg.tree_cache, checkpoint=False)
         req.reset_for_retract()
-        tr.state = "waiting"
+        tr.state = RequestState.WAITING
         st.counters.retractions += 1
         st.counters.retracted_tokens += seqlen
         st.receipt(kind="retraction", start_s=st.clock_s, end_s=st.clock_s, tokens=seqlen,

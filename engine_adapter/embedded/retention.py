@@ -29,7 +29,7 @@ import numpy as np
 from engine_adapter.embedded.host_tier import HostEntry, HostPlan, HostTier
 from engine_adapter.embedded.leases import Leases
 from engine_adapter.embedded.preemption import Preemption
-from engine_adapter.embedded.requests import FinishedRecord, Tracked
+from engine_adapter.embedded.requests import FinishedRecord, RequestState, Tracked
 from engine_adapter.embedded.state import EngineState
 
 __all__ = ["HostEntry", "HostPlan", "Retention"]
@@ -75,7 +75,7 @@ class Retention:
             release_kv_cache(req, st.sg.tree_cache, checkpoint=True)
         if policy == "retain":
             self.leases.take(tr)
-        tr.state = "finished"
+        tr.state = RequestState.FINISHED
         st.running.pop(req.rid, None)
         st.counters.requests_finished += 1
         outputs = np.frombuffer(req.output_ids, dtype=np.int64).copy()
@@ -102,7 +102,7 @@ class Retention:
         if session is None:
             return
         self.leases.release(session)
-        if tr.state != "reloading":
+        if tr.state != RequestState.RELOADING:
             self.host_tier.discard(session)
 
     def abort(self, tr: Tracked) -> None:
