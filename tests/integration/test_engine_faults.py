@@ -97,6 +97,26 @@ def test_alloc_fail_on_an_otherwise_idle_engine_is_retried(make_engine):
     assert (record.rid, record.hit_tokens) == ("victim", 192)
 
 
+def test_a_runtime_error_that_is_not_out_of_memory_propagates(make_engine):
+    """Only SGLang's out-of-memory error means "the pool is short". Any other RuntimeError
+    from the allocation (SGLang's real allocator, its alloc_extend made to raise what a
+    device fault would) leaves step(): no rollback, no allocation failure counted."""
+    engine = make_engine()
+    _warm(engine)
+    engine.submit(RequestSpec(rid="victim", tokens=np.arange(1, 261), max_new_tokens=3,
+                              arrival_s=engine.clock_s))
+    allocator = engine.sglang_components().allocator
+
+    def device_fault(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    allocator.alloc_extend = device_fault
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        engine.step()
+    assert engine.last_rollback() is None
+    assert engine.snapshot().counters.allocation_failures == 0
+
+
 def test_unknown_fault_is_an_input_error(make_engine):
     """Only the three documented faults exist."""
     with pytest.raises(InputError, match="unknown fault 'bitflip'; valid: leak, lock-leak, alloc-fail"):
