@@ -80,10 +80,12 @@ class HostTier:
     def offload(self, tr: Tracked) -> None:
         """Copy a finishing request's committed K/V [0, kv_committed_len) to the host,
         before its row is released."""
+        import torch
+
         st, req = self.st, tr.req
         req.refresh_fill_ids()  # the fill array lags output_ids until refreshed
         length = req.kv.kv_committed_len
-        slots = st.sg.req_to_token_pool.req_to_token[req.kv.req_pool_idx, :length].to(dtype=__import__("torch").int64)
+        slots = st.sg.req_to_token_pool.req_to_token[req.kv.req_pool_idx, :length].to(dtype=torch.int64)
         layers_k = layers_v = None
         if st.config.kv_pool == "mha":  # real bytes: SGLang's pool buffers, per layer
             pool = st.sg.kv_pool
@@ -135,11 +137,13 @@ class HostTier:
     def start_reload(self, tr: Tracked, batch: Any, index: int) -> None:
         """Slots for [prefix, end) were just allocated (member `index` of `batch`, a
         PrefillPlan or ScheduleBatch): fill them from the host tier (diagram)."""
+        import torch
+
         st, req = self.st, tr.req
         entry = self.entries.pop(tr.spec.session)
         offset = sum(batch.extend_lens[:index])
         n = tr.reload_tokens
-        slots = batch.out_cache_loc[offset : offset + n].to(dtype=__import__("torch").int64)
+        slots = batch.out_cache_loc[offset : offset + n].to(dtype=torch.int64)
         if entry.layers_k is not None:
             pool = st.sg.kv_pool
             lo, hi = req.prefix_len, req.prefix_len + n
