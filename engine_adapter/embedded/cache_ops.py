@@ -31,21 +31,12 @@ from __future__ import annotations
 import numpy as np
 
 from engine_adapter.embedded.sglang_runtime import SGLangComponents, stdout_to_stderr
+from kvctl.util.pages import ceil_div, page_ceil  # noqa: F401  (re-exported)
 
 # The messages SGLang's allocation helpers raise for an exhausted pool (allocation.py);
 # any other RuntimeError is a real failure and propagates.
 OUT_OF_MEMORY_PREFIXES = ("Prefill out of memory", "alloc_req_slots runs out of memory",
                           "Decode out of memory", "Out of memory")
-
-
-def ceil_div(a: int, b: int) -> int:
-    """ceil(a / b) for non-negative ints: the one page-count helper."""
-    return -(-a // b)
-
-
-def page_ceil(tokens: int, page: int) -> int:
-    """`tokens` rounded up to whole pages, in tokens."""
-    return ceil_div(tokens, page) * page
 
 
 def is_out_of_memory(err: RuntimeError) -> bool:

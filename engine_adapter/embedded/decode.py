@@ -9,6 +9,7 @@ without publishing them (they are re-queued and recomputed, "retraction"). Then
 
 from __future__ import annotations
 
+from engine_adapter.embedded.requests import RequestState
 from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
 
@@ -77,7 +78,7 @@ def settle_retraction(st, retention, retracted, aborted) -> None:
     for req in retracted:
         tr = st.running[req.rid]
         st.leave_running(tr)
-        tr.state = "waiting"
+        tr.state = RequestState.WAITING
         st.counters.retractions += 1
         st.counters.retracted_tokens += req.seqlen
         st.receipt(kind="retraction", start_s=st.clock_s, end_s=st.clock_s, tokens=req.seqlen,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
+from kvctl.util.pages import page_ceil
 
 
 class QuantumDecode:
@@ -44,8 +45,8 @@ class QuantumDecode:
         need = 0
         for rid, q in sizes.items():
             kv = self.st.running[rid].req.kv
-            have = -(-kv.kv_allocated_len // page) * page
-            need += max(0, -(-(kv.kv_committed_len + q) // page) * page - have)
+            have = page_ceil(kv.kv_allocated_len, page)
+            need += max(0, page_ceil(kv.kv_committed_len + q, page) - have)
         return need
 
     def prepare(self) -> tuple[int, int]:

@@ -30,13 +30,14 @@ from engine_adapter.embedded.oracle import ContentOracle, NullOracle
 from engine_adapter.embedded.prefill import Prefill, namespace_label, to_token_array
 from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
 from engine_adapter.embedded.retention import Retention
-from engine_adapter.embedded.sglang_runtime import build_components
+from engine_adapter.embedded.sglang_runtime import SGLangComponents, build_components
 from engine_adapter.embedded.snapshot_builder import SnapshotBuilder
-from engine_adapter.embedded.state import EngineState
+from engine_adapter.embedded.state import EngineState, RollbackDigests
 from engine_adapter.instrument.probes import install_eviction_probe
 from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Snapshot
 from kvctl.errors import InputError, IntegrityError
+from kvctl.util.pages import ceil_div
 
 OUTPUT_VOCAB = 1 << 31  # synthetic ids live in [2^30, 2^31): below SGLang's uint32 hashing
 
@@ -57,41 +58,45 @@ class StepReport:
 
 
 class EmbeddedEngine:
-    """See module docstring. Mutates only SGLang objects it built and its own state."""
+    """See module docstring. Mutates only SGLang objects it built and its own state.
+
+    Its scheduler state is private (`_st`): collaborators read it through the named
+    methods (`clock_s`, `generation`, `last_rollback`, `snapshot`, `faults.ready`), tests
+    through `sglang_components()` and `internal_state()`."""
 
     def __init__(self, config: EngineConfig) -> None:
         config.validate()
         self.config = config
         sg = build_components(config)
-        self.st = EngineState(
+        self._st = EngineState(
             config=config, sg=sg, cost=RooflineCostModel(config.cost),
             oracle=ContentOracle(config.page_size, config.seed) if config.instrument else NullOracle(),
         )
-        self.st.namespace_salt = config.namespace_salt or secrets.token_hex(8)
-        self.retention = Retention(self.st)
+        self._st.namespace_salt = config.namespace_salt or secrets.token_hex(8)
+        self.retention = Retention(self._st)
         cache = None if config.uses_batches else DirectCache(sg)
-        self.prefill = Prefill(self.st, self.retention, cache)
+        self.prefill = Prefill(self._st, self.retention, cache)
         self._jumps = False
         if config.decode_quantum > 1:
             from engine_adapter.embedded.decode_quantum import QuantumDecode
 
-            self.decode = QuantumDecode(self.st, self.retention, config.decode_quantum, cache)
+            self.decode = QuantumDecode(self._st, self.retention, config.decode_quantum, cache)
         elif cache is None:
-            self.decode = Decode(self.st, self.retention)
+            self.decode = Decode(self._st, self.retention)
         else:
-            self.decode = DirectDecode(self.st, self.retention, cache)
+            self.decode = DirectDecode(self._st, self.retention, cache)
             self._jumps = config.decode_jumps
         # A refused head is matched again every step; a jump matches it once. Equivalent
         # only where eviction order depends on the order of last accesses (or creation),
         # not on how many there were (LFU, SLRU and T-LRU count them or read the time).
         self._touch_idempotent = config.eviction_policy in ("lru", "mru", "fifo", "filo", "priority")
-        self.faults = FaultInjector(self.st)
+        self.faults = FaultInjector(self._st)
         self.model = None
         if config.tiny_model:
             from engine_adapter.embedded.model_runner import ModelRunner
 
-            self.model = ModelRunner(self.st)
-        self._snapshots = SnapshotBuilder(self.st, self.retention)
+            self.model = ModelRunner(self._st)
+        self._snapshots = SnapshotBuilder(self._st, self.retention)
         install_eviction_probe(sg.tree_cache, self._on_evict)
         self._started_wall = time.monotonic()
         self._rollbacks_in_a_row = 0
@@ -108,27 +113,33 @@ class EmbeddedEngine:
                 f"request {spec.rid}: {total} tokens exceed the engine's max context "
                 f"{self.config.max_context_len}"
             )
-        pages = -(-total // self.config.page_size)
+        pages = ceil_div(total, self.config.page_size)
         if pages * self.config.page_size > self.config.pool_tokens:
             raise InputError(
                 f"request {spec.rid} needs {pages} pages but the pool holds "
                 f"{self.config.pool_tokens // self.config.page_size}"
             )
-        self.st.counters.requests_submitted += 1
-        self.st.push_future(spec)
+        self._st.counters.requests_submitted += 1
+        self._st.push_future(spec)
 
     @property
     def cost(self):
         """The roofline cost model pricing this engine's virtual clock."""
-        return self.st.cost
+        return self._st.cost
 
     @property
     def clock_s(self) -> float:
         """The virtual clock, in modeled seconds."""
-        return self.st.clock_s
+        return self._st.clock_s
+
+    @property
+    def generation(self) -> int:
+        """The model-weight generation (`bump_generation`); part of every cache key, so an
+        entry cached under an older generation never hits."""
+        return self._st.generation
 
     def has_work(self) -> bool:
-        st = self.st
+        st = self._st
         return bool(st.future or st.waiting or st.partial or st.reloading or st.running)
 
     def step(self, *, horizon_s: float | None = None) -> StepReport:
@@ -137,7 +148,7 @@ class EmbeddedEngine:
         On the direct path with nothing but decoding to do, one call may run several
         decode steps (`StepReport.steps`), never past the next arrival or `horizon_s` (the
         driver's next event, e.g. a scenario's generation bump)."""
-        st = self.st
+        st = self._st
         st.finished = []
         start = st.clock_s
         self._arrivals()
@@ -193,13 +204,13 @@ class EmbeddedEngine:
 
     def _next_event_s(self, horizon_s: float | None) -> float | None:
         """The earliest time at which something other than decoding becomes due."""
-        events = [t for t in (horizon_s, self.st.future[0][0] if self.st.future else None)
+        events = [t for t in (horizon_s, self._st.future[0][0] if self._st.future else None)
                   if t is not None]
         return min(events) if events else None
 
     def _decode_jump(self, clocks: list[float], start: float) -> StepReport:
         """len(clocks) decode-only steps in one allocation (DirectDecode.advance)."""
-        st = self.st
+        st = self._st
         decode_requests = self.decode.advance(clocks)
         st.counters.steps += len(clocks)
         self._rollbacks_in_a_row = 0
@@ -223,7 +234,7 @@ class EmbeddedEngine:
         from sglang.srt.managers.schedule_batch import Req
         from sglang.srt.sampling.sampling_params import SamplingParams
 
-        st = self.st
+        st = self._st
         for spec in st.pop_due():
             sampling = SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=0, ignore_eos=True)
             sampling.normalize(None)
@@ -236,7 +247,7 @@ class EmbeddedEngine:
 
     def _jump_to_next_event(self) -> bool:
         """Advance the idle clock to the next arrival or reload completion."""
-        st = self.st
+        st = self._st
         events = [t.reload_ready_s for t in st.reloading]
         if st.future:
             events.append(st.future[0][0])
@@ -255,7 +266,7 @@ class EmbeddedEngine:
         run), demote the oldest retention lease (a paused session yields to active work),
         preempt the newest partially prefilled request (its published chunks stay cached),
         wait for the next arrival; otherwise the workload cannot be served."""
-        st = self.st
+        st = self._st
         if st.reloading:
             self._jump_to_next_event()
         elif self.retention.revoke_oldest_lease():
@@ -268,16 +279,16 @@ class EmbeddedEngine:
             self._fail_unservable()
 
     def _fail_unservable(self) -> None:
-        waiting = self.st.waiting[0].spec.rid if self.st.waiting else "?"
+        waiting = self._st.waiting[0].spec.rid if self._st.waiting else "?"
         raise IntegrityError(
             f"scheduler stalled: request {waiting} cannot be admitted and nothing runs "
-            f"({self.st.sg.allocator.available_size()} free, "
-            f"{self.st.sg.tree_cache.evictable_size()} evictable, "
-            f"{self.st.sg.tree_cache.protected_size()} protected tokens)"
+            f"({self._st.sg.allocator.available_size()} free, "
+            f"{self._st.sg.tree_cache.evictable_size()} evictable, "
+            f"{self._st.sg.tree_cache.protected_size()} protected tokens)"
         )
 
     def _on_evict(self, requested: int, evicted: int, protected_after: int) -> None:
-        st = self.st
+        st = self._st
         if evicted:
             st.counters.evictions += 1
             st.counters.evicted_tokens += evicted
@@ -289,14 +300,14 @@ class EmbeddedEngine:
 
     def bump_generation(self) -> int:
         """A model weight update: every cached entry becomes stale and must never hit."""
-        self.st.generation += 1
-        return self.st.generation
+        self._st.generation += 1
+        return self._st.generation
 
     def flush_cache(self) -> int:
         """Evict every unlocked cached prefix; returns tokens evicted."""
         from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 
-        tree = self.st.sg.tree_cache
+        tree = self._st.sg.tree_cache
         return tree.evict(EvictParams(num_tokens=tree.evictable_size())).num_tokens_evicted
 
     # ---- reads -------------------------------------------------------------------------
@@ -318,14 +329,33 @@ class EmbeddedEngine:
             raise IntegrityError("; ".join(problems))
         return snap
 
+    def last_rollback(self) -> RollbackDigests | None:
+        """The most recent admission rollback (a failed allocation undone), or None if none
+        happened yet. Its digests are filled only while admissions are digested (the
+        alloc-fail fault turns that on); equal digests prove the rollback left the state
+        (free + evictable, protected, rows, queues, leases) exactly as it found it."""
+        return self._st.last_rollback
+
+    def sglang_components(self) -> SGLangComponents:
+        """The SGLang objects this engine drives (tree, allocator, pools), for tests and
+        fault checks that inspect them. Reading them between steps is safe; changing them
+        voids every invariant `check_integrity` proves."""
+        return self._st.sg
+
+    def internal_state(self) -> EngineState:
+        """The scheduler's mutable state (queues, tracked requests, leases), for tests that
+        assert on it between steps. Product code uses the named reads above and
+        `snapshot()`; the fields here may change meaning with the scheduler."""
+        return self._st
+
     def take_receipts(self) -> list[Receipt]:
-        receipts, self.st.receipts = self.st.receipts, []
+        receipts, self._st.receipts = self._st.receipts, []
         return receipts
 
     def take_kv_events(self) -> list:
         """SGLang's own KV events (BlockStored/BlockRemoved/AllBlocksCleared) since last call."""
-        events = self.st.sg.tree_cache.take_events()
-        self.st.counters.kv_events += len(events)
+        events = self._st.sg.tree_cache.take_events()
+        self._st.counters.kv_events += len(events)
         return events
 
     def close(self) -> None:
@@ -338,7 +368,7 @@ class EmbeddedEngine:
         (queued, prefilling or decoding requests, an arrival or reload completion due),
         else the earliest pending arrival or reload completion, the time an idle `step()`
         would jump its clock to; None when nothing is pending at all. Read-only."""
-        st = self.st
+        st = self._st
         if st.waiting or st.partial or st.running:
             return st.clock_s
         events = [t.reload_ready_s for t in st.reloading]
@@ -350,7 +380,7 @@ class EmbeddedEngine:
         """Advance an idle engine's clock to `to_s` (not past its next event) without running
         anything: a paced runner waiting in wall time for the next arrival instead of
         jumping to it. Returns a report of that wait (`steps` 0)."""
-        st = self.st
+        st = self._st
         event = self.next_event_s()
         if to_s < st.clock_s or (event is not None and (event <= st.clock_s or to_s > event)):
             raise IntegrityError(

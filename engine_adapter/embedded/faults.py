@@ -21,6 +21,9 @@ FAULTS = ("leak", "lock-leak", "alloc-fail")
 
 
 class FaultInjector:
+    """Breaks the engine's state on purpose, once per `inject` (see module docstring);
+    `injected` lists what was done, so a check can say which fault it proved."""
+
     def __init__(self, st: EngineState) -> None:
         self.st = st
         self.injected: list[str] = []
@@ -33,6 +36,16 @@ class FaultInjector:
         if done:
             self.injected.append(kind)
         return done
+
+    def ready(self, kind: str) -> bool:
+        """Whether the state lets `kind` be injected and then exercised: alloc-fail needs an
+        admission still to come, lock-leak something cached, leak a free page."""
+        st = self.st
+        if kind == "alloc-fail":
+            return bool(st.waiting) or bool(st.future)
+        if kind == "lock-leak":
+            return st.sg.tree_cache.evictable_size() > 0 or st.sg.tree_cache.protected_size() > 0
+        return st.sg.allocator.available_size() >= st.config.page_size
 
     def _leak(self) -> bool:
         page = self.st.config.page_size

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from engine_adapter.embedded.requests import RequestState
 from engine_adapter.embedded.state import EngineState
 from engine_adapter.embedded.tiny_model import ForwardItem, TinyModelConfig, TinyTransformer
 from kvctl.errors import InputError
@@ -41,7 +42,7 @@ class ModelRunner:
         items, owners, offset = [], [], 0
         for tr, extend in zip(members, batch.extend_lens):
             req = tr.req
-            if tr.state != "reloading":
+            if tr.state != RequestState.RELOADING:
                 fill = req.full_untruncated_fill_ids
                 items.append(ForwardItem(
                     req_pool_idx=req.kv.req_pool_idx, start=req.prefix_len,

@@ -8,6 +8,7 @@ namespace, and what to do with its K/V when it finishes and the session waits on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,24 @@ class RequestSpec:
         return self.namespace or self.tenant
 
 
+class RequestState(StrEnum):
+    """Where a tracked request is in the engine. A `str` (StrEnum): it compares equal to,
+    and serialises as, its lowercase name, as the bare strings it replaces did.
+
+        waiting ──admit──> prefill ──prompt done──> running ──last token──> finished
+           │                  ^   └──(a one-token request finishes here)──────^
+           └──admit──> reloading ──resident──┘
+        back to waiting: a retraction (prefill, running), a rolled-back admission, a
+        reload a generation bump made stale
+    """
+
+    WAITING = "waiting"  # queued: holds no row (not admitted, retracted, or rolled back)
+    PREFILL = "prefill"  # admitted, prompt being computed (in the plan or `partial`)
+    RUNNING = "running"  # prompt done, decoding
+    RELOADING = "reloading"  # its host-tier span is being copied back; cannot run yet
+    FINISHED = "finished"  # released by its session's retention policy
+
+
 @dataclass(frozen=True, kw_only=True)
 class FinishedRecord:
     """A finished request as the driver needs it to schedule the next turn."""
@@ -69,7 +88,7 @@ class Tracked:
     req: Any  # sglang.srt.managers.schedule_batch.Req
     namespace_label: str
     key: tuple[str, int]  # oracle key: (namespace label, generation at submit)
-    state: str = "waiting"  # waiting | prefill | running | reloading | finished
+    state: RequestState = RequestState.WAITING
     admitted_s: float | None = None
     first_token_s: float | None = None
     last_token_s: float | None = None
@@ -87,3 +106,11 @@ class Tracked:
 
     def __post_init__(self) -> None:
         self.chain = PageChain(self.spec.tokens, self.spec.block_ids)
+
+    def record_funnel(self, funnel) -> None:
+        """Place this request in `funnel` (a FunnelRecorder) once, when its hit is known to
+        be used or not: at its prefill, or when its reload completes or is discarded."""
+        if not self.funnel_done:
+            self.funnel_done = True
+            self.hit_tokens = self.facts.s_runtime
+            funnel.record(self.facts)

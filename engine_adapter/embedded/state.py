@@ -12,7 +12,7 @@ import heapq
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded.cost_model import RooflineCostModel
@@ -47,6 +47,14 @@ class RetentionLease:
     since_s: float
 
 
+class RollbackDigests(NamedTuple):
+    """`state_digest` before an admission and after its rollback (None unless
+    `EngineState.digest_admissions`): equal when the rollback restored the state."""
+
+    before: tuple | None
+    after: tuple | None
+
+
 @dataclass(kw_only=True)
 class EngineState:
     config: EngineConfig
@@ -69,7 +77,7 @@ class EngineState:
     receipts: list[Receipt] = field(default_factory=list)
     by_rid: dict[str, Tracked] = field(default_factory=dict)
     namespace_salt: str = ""  # per engine; see prefill.namespace_label
-    last_rollback: tuple | None = None  # (digest before admission, digest after rollback)
+    last_rollback: RollbackDigests | None = None
     last_rollback_step: int = -1
     digest_admissions: bool = False  # keep a state digest around admissions (fault checks)
     decode_log: DecodeLog | None = None  # the direct decode path's step clocks (decode_log.py)

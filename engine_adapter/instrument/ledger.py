@@ -18,10 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine_adapter.snapshot import PoolLedger
-
-
-def _ceil_page(n: int, page: int) -> int:
-    return -(-n // page) * page
+from kvctl.util.pages import page_ceil
 
 
 def private_slots(req: Any, page_size: int) -> tuple[int, int]:
@@ -30,7 +27,7 @@ def private_slots(req: Any, page_size: int) -> tuple[int, int]:
     if not kv.holds_kv:
         return 0, 0
     protected = kv.cache_protected_len
-    allocated = _ceil_page(kv.kv_allocated_len, page_size) - protected
+    allocated = page_ceil(kv.kv_allocated_len, page_size) - protected
     written = kv.kv_committed_len - protected
     return max(allocated, 0), max(written, 0)
 

@@ -37,6 +37,7 @@ from engine_adapter.snapshot import (
     TreeNodes,
     TreeStats,
 )
+from kvctl.util.pages import ceil_div
 
 
 class SampleInputs(NamedTuple):
@@ -146,7 +147,7 @@ def tree_nodes(tree_cache: Any, dumped: list[DumpedNode] | None, leases: Sequenc
     return TreeNodes(
         node_id=[n.node_id for n in dumped], parent_id=[n.parent_id for n in dumped],
         depth=[n.depth for n in dumped], tokens=[n.key_tokens for n in dumped],
-        pages=[-(-n.key_tokens // page_size) for n in dumped],
+        pages=[ceil_div(n.key_tokens, page_size) for n in dumped],
         recorded_lock_ref=[n.lock_ref for n in dumped], derived_lock_ref=derived_col,
         holders=holders_col, namespace=namespace_col,
     )

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kvctl.util.pages import ceil_div
+
 DEFAULT_BLOCK_TOKENS = 512  # Mooncake's block size (FAST'25 trace release)
 _DIGEST_BYTES = 8
 
@@ -41,7 +43,7 @@ class BlockHasher:
 
     def blocks(self, length: int) -> int:
         """How many hash ids a prompt of `length` tokens has (the last block partial)."""
-        return -(-length // self.block_tokens)
+        return ceil_div(length, self.block_tokens)
 
     def hash_prompt(self, token_ids: Sequence[int] | np.ndarray, *,
                     namespace: bytes = b"") -> list[bytes]:

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from engine_adapter.remote.loopback_http import LoopbackHttp
 from kvctl.errors import RuntimeFailure
+from kvctl.util.pages import ceil_div
 
 TINY_LLAMA_CONFIG = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
@@ -159,7 +160,7 @@ class LoopbackServer:
 
     def hold_private(self, tokens: int) -> None:
         """Allocate slots outside the tree (a running request's uncached tail)."""
-        pages = -(-tokens // self.page_size)
+        pages = ceil_div(tokens, self.page_size)
         self._private.append(self._alloc(pages * self.page_size))
         self.step()
 

@@ -72,14 +72,15 @@ def run_check(
     while steps is None or result.steps < steps:
         if not engine.has_work() and driver.exhausted():
             break
-        if pending_fault and result.steps >= inject_after and _fault_ready(engine, pending_fault):
+        if pending_fault and result.steps >= inject_after and engine.faults.ready(pending_fault):
             if engine.faults.inject(pending_fault):
                 pending_fault = None
         report = engine.step()
         result.steps += 1
         driver.after_step(engine, report)
-        if inject == "alloc-fail" and engine.st.last_rollback and result.fault_outcome is None:
-            before, after = engine.st.last_rollback
+        rollback = engine.last_rollback() if inject == "alloc-fail" else None
+        if rollback is not None and result.fault_outcome is None:
+            before, after = rollback
             result.fault_outcome = ("admission rolled back, state digest unchanged" if before == after
                                     else f"rollback changed state: {before} -> {after}")
             if before != after:
@@ -101,15 +102,6 @@ def run_check(
     result.evictions = snap.counters.evictions
     result.retractions = snap.counters.retractions
     return result
-
-
-def _fault_ready(engine: EmbeddedEngine, fault: str) -> bool:
-    st = engine.st
-    if fault == "alloc-fail":
-        return bool(st.waiting) or bool(st.future)
-    if fault == "lock-leak":
-        return st.sg.tree_cache.evictable_size() > 0 or st.sg.tree_cache.protected_size() > 0
-    return st.sg.allocator.available_size() >= st.config.page_size
 
 
 def _check_step(engine: EmbeddedEngine, result: CheckResult) -> None:

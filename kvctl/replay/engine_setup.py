@@ -13,6 +13,7 @@ from engine_adapter.embedded.config import CostParams, EngineConfig
 from kvctl.errors import InputError
 from kvctl.sizing.hardware import resolve_gpu
 from kvctl.sizing.models import resolve_model
+from kvctl.util.pages import page_ceil
 
 DEFAULT_MODEL = "Llama-3-8B"
 DEFAULT_GPU = "H100-SXM"
@@ -105,6 +106,6 @@ def engine_config(
     config = EngineConfig(cost=deployment.cost_params(), **overrides)
     if pool_tokens is not None:
         page = config.page_size
-        config = replace(config, pool_tokens=-(-pool_tokens // page) * page)
+        config = replace(config, pool_tokens=page_ceil(pool_tokens, page))
     config.validate()
     return config

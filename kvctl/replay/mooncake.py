@@ -38,6 +38,7 @@ from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, expand_blocks
 from engine_adapter.embedded.requests import RequestSpec
 from kvctl.errors import InputError
 from kvctl.util.inputs import check_input_file, decode_line
+from kvctl.util.pages import ceil_div
 
 MAX_HASH_ID = ((1 << 30) - 1) // BLOCK_TOKENS - 1  # keeps 1 + 512 b + 511 < 2^30
 
@@ -97,7 +98,7 @@ def parse_line(text: str, *, path: str | Path, line: int) -> MooncakeRecord:
         isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= MAX_HASH_ID for b in hash_ids
     ):
         raise InputError(f"{where}: hash_ids must be a list of integers in [0, {MAX_HASH_ID}]")
-    blocks = -(-input_length // BLOCK_TOKENS)
+    blocks = ceil_div(input_length, BLOCK_TOKENS)
     if len(hash_ids) != blocks:
         raise InputError(
             f"{where}: input_length {input_length} spans {blocks} blocks of {BLOCK_TOKENS} "

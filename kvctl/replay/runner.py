@@ -26,6 +26,7 @@ from kvctl.replay.engine_setup import Deployment, engine_config
 from kvctl.replay.report import Integrity, LatencyCollector, ReplayReport, Utilization
 from kvctl.replay.timeline import TimelineRecorder, TimelineRow, row_from, time_weighted_mean
 from kvctl.replay.workloads import open_workload
+from kvctl.util.pages import page_ceil
 
 PROGRESS_EVERY_STEPS = 25
 REFS_EVERY_SAMPLES = 8  # timeline samples per token-level refcount reconciliation
@@ -190,7 +191,7 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
     summary = getattr(driver, "summary", None)
     notes: list[str] = []
     if summary is not None:
-        longest = -(-summary.max_request_tokens // page) * page
+        longest = page_ceil(summary.max_request_tokens, page)
         fields["max_context_len"] = max(fields.get("max_context_len", DEFAULT_MAX_CONTEXT), longest)
         if settings.retention is not None:
             notes.append(f"--retention {settings.retention} has no effect on a Mooncake trace: "

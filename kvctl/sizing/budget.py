@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 from kvctl.sizing.hardware import GpuSpec
+from kvctl.util.pages import ceil_div
 from kvctl.util.units import fmt_bytes
 
 DEFAULT_GPU = "H100-SXM"
@@ -82,7 +83,7 @@ class HardwareBudget:
         """Seed 003 eq. (4) for given weights: ceil(total / (TP * PP)); None when not given."""
         if self.weights_total_bytes is None:
             return None
-        return -(-self.weights_total_bytes // (tp * pp))
+        return ceil_div(self.weights_total_bytes, tp * pp)
 
     def assumptions(self) -> tuple[Assumption, ...]:
         """HBM, reserve, headroom and units as Assumption lines (weights come from the caller)."""

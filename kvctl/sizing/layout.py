@@ -29,6 +29,7 @@ from kvctl.sizing.address import (
     RequestSnapshot,
     frozen_mapping,
 )
+from kvctl.util.pages import ceil_div
 
 
 def load_layout(path: str | Path) -> Layout:
@@ -86,7 +87,7 @@ def validate_layout(layout: Layout, *, source: str = "layout") -> None:
             table = request.block_tables.get(group.id)
             if table is None:
                 fail(f"request {request.id} has no table for group {group.id}")
-            needed = -(-request.context_length // group.block_size)
+            needed = ceil_div(request.context_length, group.block_size)
             if len(table) != needed:
                 fail(f"request {request.id} table for {group.id} has {len(table)} entries, "
                      f"its context of {request.context_length} needs {needed} (table-length drift)")

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvctl.errors import InputError
+from kvctl.util.pages import ceil_div
 
 
 def page_bytes(bytes_per_token: int, page_size: int) -> int:
@@ -32,7 +33,7 @@ def pages_for(tokens: int, page_size: int) -> int:
     """ceil(S / P): pages a sequence of `tokens` tokens needs."""
     _non_negative("tokens", tokens)
     _positive("page size", page_size)
-    return -(-tokens // page_size)
+    return ceil_div(tokens, page_size)
 
 
 def tail_slots(tokens: int, page_size: int) -> int:

@@ -30,6 +30,7 @@ from kvctl.sizing.dtypes import canonical_dtype
 from kvctl.sizing.fit_search import FitSuggestion, smallest_fit
 from kvctl.sizing.geometry import ModelGeometry
 from kvctl.sizing.hardware import GpuSpec
+from kvctl.util.pages import ceil_div, page_ceil
 
 DEFAULT_CONTEXTS = (8192, 32768, 131072)
 
@@ -225,7 +226,7 @@ def _weights(request: SizeRequest, weight_dtype: str, tp: int, pp: int) -> tuple
             raise InputError(
                 f"--weights-gb must not be negative, got {request.weights_bytes} bytes"
             )
-        return -(-request.weights_bytes // (tp * pp)), "whole model, split over TP*PP"
+        return ceil_div(request.weights_bytes, tp * pp), "whole model, split over TP*PP"
     if model.num_params is None:
         raise InputError(
             f"{model.name}: parameter count unknown for this layout; give --weights-gb"
@@ -297,8 +298,8 @@ def _context_row(
 
 def _page_rounded(trajectory_bytes: int, row_bytes: int, page: int) -> int:
     """Bytes of whole pages that hold `trajectory_bytes` of rows of `row_bytes` each."""
-    rows = -(-trajectory_bytes // row_bytes)
-    return -(-rows // page) * page * row_bytes
+    rows = ceil_div(trajectory_bytes, row_bytes)
+    return page_ceil(rows, page) * row_bytes
 
 
 def _summary(model: ModelGeometry) -> ModelSummary:

@@ -63,7 +63,7 @@ class CallLog:
         self.tokens_taken = 0  # allocator tokens (whole pages) the allocation calls took
 
     def attach(self, engine) -> CallLog:
-        sg = engine.st.sg
+        sg = engine.sglang_components()
         for owner, target, names in (("tree", sg.tree_cache, TREE), ("allocator", sg.allocator, ALLOCATOR),
                                      ("rows", sg.req_to_token_pool, ROWS)):
             for name in names:

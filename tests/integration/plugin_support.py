@@ -27,7 +27,7 @@ class _Mode:
 
 class EngineShapedScheduler:
     def __init__(self, engine) -> None:
-        sg = engine.st.sg
+        sg = engine.sglang_components()
         self.engine = engine
         self.tree_cache = sg.tree_cache
         self.token_to_kv_pool_allocator = sg.allocator
@@ -41,7 +41,7 @@ class EngineShapedScheduler:
 
     def refresh(self) -> None:
         """Mirror the engine's queues after a step (SGLang's Scheduler keeps the same sets)."""
-        st = self.engine.st
+        st = self.engine.internal_state()
         previous = getattr(self, "running_batch", None)
         before = {id(r) for r in previous.reqs} if previous is not None else set()
         self.running_batch = SimpleNamespace(reqs=[t.req for t in st.running.values()])
@@ -55,7 +55,7 @@ class EngineShapedScheduler:
         """The batches a Scheduler would have processed this step: an extend batch of the
         requests prefilled in it (still partial, newly running, or finished), a decode batch
         of the running ones."""
-        st = self.engine.st
+        st = self.engine.internal_state()
         extend = [t.req for t in st.partial] + self.new_running + list(finished_reqs)
         decode = [t.req for t in st.running.values()]
         return (SimpleNamespace(forward_mode=_Mode(True), reqs=extend),

@@ -57,7 +57,7 @@ def test_pools_and_model_live_on_the_gpu(sglang_ready):
     """SGLang's page table, K/V buffers and allocator, and the tiny model's weights, are
     CUDA tensors; the ledger still balances after a run."""
     engine = _engine("cuda")
-    sg = engine.st.sg
+    sg = engine.sglang_components()
     assert sg.req_to_token_pool.req_to_token.device.type == "cuda"
     assert sg.kv_pool.get_key_buffer(0).device.type == "cuda"
     assert sg.allocator.free_pages.device.type == "cuda"

@@ -42,7 +42,7 @@ def test_lock_leak_is_reported_as_delta_ref_at_the_node(make_engine):
     engine = make_engine()
     _warm(engine)
     engine.submit(RequestSpec(rid="holder", tokens=np.arange(1, 201), max_new_tokens=30,
-                              arrival_s=engine.st.clock_s))
+                              arrival_s=engine.clock_s))
     engine.step()  # a live request whose prompt is cached: the fault locks its match
     assert engine.faults.inject("lock-leak")
     snap = engine.snapshot(per_node_refs=True)
@@ -70,14 +70,14 @@ def test_alloc_fail_rolls_the_admission_back_with_the_digest_unchanged(make_engi
     engine = make_engine()
     _warm(engine)
     engine.submit(RequestSpec(rid="busy", tokens=np.arange(5_000, 5_100), max_new_tokens=20,
-                              arrival_s=engine.st.clock_s))
+                              arrival_s=engine.clock_s))
     engine.step()
     engine.submit(RequestSpec(rid="victim", tokens=np.arange(1, 261), max_new_tokens=3,
-                              arrival_s=engine.st.clock_s))
+                              arrival_s=engine.clock_s))
     assert engine.faults.inject("alloc-fail")
     report = engine.step()
     assert report.prefill_tokens == 0
-    digest_before, digest_after = engine.st.last_rollback
+    digest_before, digest_after = engine.last_rollback()
     assert digest_before == digest_after
     engine.check_integrity()
     assert engine.snapshot().counters.allocation_failures == 1
@@ -91,10 +91,30 @@ def test_alloc_fail_on_an_otherwise_idle_engine_is_retried(make_engine):
     engine = make_engine()
     _warm(engine)
     engine.submit(RequestSpec(rid="victim", tokens=np.arange(1, 261), max_new_tokens=3,
-                              arrival_s=engine.st.clock_s))
+                              arrival_s=engine.clock_s))
     assert engine.faults.inject("alloc-fail")
     (record,) = engine.run_until_idle()
     assert (record.rid, record.hit_tokens) == ("victim", 192)
+
+
+def test_a_runtime_error_that_is_not_out_of_memory_propagates(make_engine):
+    """Only SGLang's out-of-memory error means "the pool is short". Any other RuntimeError
+    from the allocation (SGLang's real allocator, its alloc_extend made to raise what a
+    device fault would) leaves step(): no rollback, no allocation failure counted."""
+    engine = make_engine()
+    _warm(engine)
+    engine.submit(RequestSpec(rid="victim", tokens=np.arange(1, 261), max_new_tokens=3,
+                              arrival_s=engine.clock_s))
+    allocator = engine.sglang_components().allocator
+
+    def device_fault(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    allocator.alloc_extend = device_fault
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        engine.step()
+    assert engine.last_rollback() is None
+    assert engine.snapshot().counters.allocation_failures == 0
 
 
 def test_unknown_fault_is_an_input_error(make_engine):

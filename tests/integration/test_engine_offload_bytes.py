@@ -36,8 +36,9 @@ def _rows(engine, tokens, length: int, label: str):
     from sglang.srt.mem_cache.base_prefix_cache import MatchPrefixParams
     from sglang.srt.mem_cache.radix_cache import RadixKey
 
-    tree, pool = engine.st.sg.tree_cache, engine.st.sg.kv_pool
-    key = RadixKey(token_ids=array("q", [int(t) for t in tokens]), extra_key=f"gen{engine.st.generation}",
+    sg = engine.sglang_components()
+    tree, pool = sg.tree_cache, sg.kv_pool
+    key = RadixKey(token_ids=array("q", [int(t) for t in tokens]), extra_key=f"gen{engine.generation}",
                    cache_salt=label)
     match = tree.match_prefix(MatchPrefixParams(key=key))
     assert match.device_prefix_len >= length
@@ -66,7 +67,7 @@ def test_reloaded_rows_equal_the_offloaded_rows_bit_for_bit(make_engine):
     label = offloaded.namespace  # the hashed namespace label is SGLang's cache_salt
     ref_k, ref_v = _rows(engine, turn2, PUBLISHED, label)
     assert engine.flush_cache() == PUBLISHED
-    pool = engine.st.sg.kv_pool
+    pool = engine.sglang_components().kv_pool
     for layer in range(pool.layer_num):
         pool.get_key_buffer(layer).fill_(float("nan"))
         pool.get_value_buffer(layer).fill_(float("nan"))

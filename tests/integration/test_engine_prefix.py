@@ -24,7 +24,7 @@ pytestmark = pytest.mark.integration
 def _run(engine, rid: str, tokens, max_new: int = 4, **fields):
     """Submit one request now and run the engine idle; returns its FinishedRecord."""
     engine.submit(RequestSpec(rid=rid, tokens=np.asarray(tokens, dtype=np.int64),
-                              max_new_tokens=max_new, arrival_s=engine.st.clock_s, **fields))
+                              max_new_tokens=max_new, arrival_s=engine.clock_s, **fields))
     records = {r.rid: r for r in engine.run_until_idle()}
     engine.check_integrity()
     return records[rid]
@@ -100,7 +100,7 @@ def test_unauthorized_namespace_is_refused_before_the_tree_is_consulted(make_eng
     engine = make_engine(authorized={"acme": ("public",)})
     prompt = np.arange(1, 201)
     _run(engine, "writer", prompt, tenant="acme", namespace="public")
-    tree = engine.st.sg.tree_cache
+    tree = engine.sglang_components().tree_cache
     calls = []
     original = tree.match_prefix
 
@@ -160,7 +160,7 @@ def test_forks_share_the_parent_prefix_under_one_locked_node(make_engine):
     for k in range(3):
         thought = np.arange(7_000 + 100 * k, 7_016 + 100 * k)
         engine.submit(RequestSpec(rid=f"child{k}", tokens=np.concatenate([base, thought]),
-                                  max_new_tokens=6, arrival_s=engine.st.clock_s))
+                                  max_new_tokens=6, arrival_s=engine.clock_s))
     engine.step()
     snap = engine.check_integrity()
     shared = [n for n in snap.tree_nodes if n.parent_id is None and n.tokens == 192]

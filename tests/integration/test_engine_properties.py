@@ -171,12 +171,12 @@ class EngineMachine(RuleBasedStateMachine):
         TALLY["steps"] += 1
         self.clock = report.clock_s
         step_start = report.clock_s - report.advanced_s
-        for tr in engine.st.reloading:  # a reload due when the step began must be done
+        for tr in engine.internal_state().reloading:  # a reload due when the step began must be done
             assert tr.reload_ready_s > step_start, (
                 f"{tr.spec.rid}: reload ready at {tr.reload_ready_s:.6f}s still pending at "
                 f"{report.clock_s:.6f}s (step began {step_start:.6f}s)")
-        generation = engine.st.generation  # bumps happen only between steps
-        holding = {rid: (tr.state, tr.generation) for rid, tr in engine.st.by_rid.items()
+        generation = engine.generation  # bumps happen only between steps
+        holding = {rid: (tr.state, tr.generation) for rid, tr in engine.internal_state().by_rid.items()
                    if tr.state != "waiting"}
         for rid, (_, admitted_gen) in holding.items():
             self._admission(rid, admitted_gen)

@@ -167,7 +167,7 @@ def test_reload_completes_while_other_requests_keep_the_engine_busy(make_engine)
     record = _turn1(engine, "offload")
     engine.flush_cache()
     engine.submit(RequestSpec(rid="busy", tokens=np.arange(9_000, 9_100), max_new_tokens=300,
-                              arrival_s=engine.st.clock_s))
+                              arrival_s=engine.clock_s))
     engine.step()
     _turn2(engine, record, wait_s=0.0)
     order = []

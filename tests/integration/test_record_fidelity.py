@@ -61,9 +61,9 @@ def round_trip(tmp_path_factory, sglang_ready):
 
     def tapped_arrivals(engine):
         clock.engine = engine
-        known = len(engine.st.by_rid)
+        known = len(engine.internal_state().by_rid)
         arrivals(engine)
-        for tracked in list(engine.st.by_rid.values())[known:]:  # the Reqs just built
+        for tracked in list(engine.internal_state().by_rid.values())[known:]:  # the Reqs just built
             tap.on_request_arrival(tracked.req)
 
     def tapped_finish(retention, tracked, *, released=False):

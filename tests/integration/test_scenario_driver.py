@@ -135,7 +135,7 @@ def test_timed_events_fire_once(make_engine):
     doc = copy.deepcopy(BASE)
     doc["events"] = [{"at_s": 0.0, "action": "bump_generation"}, {"at_s": 0.5, "action": "flush_cache"}]
     driver, _, _, engine = _run(make_engine, doc)
-    assert engine.st.generation == 1
+    assert engine.generation == 1
     assert driver.exhausted()
 
 

@@ -41,7 +41,3 @@ def positive_ints(name: str, values: Iterable[int]) -> tuple[int, ...]:
             raise InputError(f"{name} must be positive integers, got {value!r}")
     return items
 
-
-def ceil_div(numerator: int, denominator: int) -> int:
-    """Integer ceiling of numerator / denominator for non-negative ints."""
-    return -(-numerator // denominator)

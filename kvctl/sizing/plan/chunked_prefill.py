@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvctl.sizing.plan._checks import ceil_div, fraction, non_negative, positive
+from kvctl.sizing.plan._checks import fraction, non_negative, positive
+from kvctl.util.pages import ceil_div
 
 
 @dataclass(frozen=True, kw_only=True)

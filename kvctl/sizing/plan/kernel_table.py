@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvctl.sizing.plan._checks import ceil_div, positive, positive_ints
+from kvctl.sizing.plan._checks import positive, positive_ints
+from kvctl.util.pages import ceil_div
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvctl.errors import InputError
-from kvctl.sizing.plan._checks import ceil_div, non_negative, positive, positive_ints
+from kvctl.sizing.plan._checks import non_negative, positive, positive_ints
+from kvctl.util.pages import ceil_div
 
 
 @dataclass(frozen=True, kw_only=True)

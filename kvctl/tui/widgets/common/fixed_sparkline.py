@@ -15,6 +15,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from kvctl.util.pages import ceil_div
+
 BLOCKS = " ▁▂▃▄▅▆▇█"
 
 
@@ -23,7 +25,7 @@ def sparkline_text(values: Sequence[float], width: int) -> str:
     out = []
     for value in values[-width:] if width > 0 else ():
         clamped = min(1.0, max(0.0, value))
-        level = 0 if clamped == 0 else max(1, -(-round(clamped * 8000) // 1000))
+        level = 0 if clamped == 0 else max(1, ceil_div(round(clamped * 8000), 1000))
         out.append(BLOCKS[level])
     return "".join(out)
 
