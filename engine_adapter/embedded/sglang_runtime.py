@@ -1,7 +1,7 @@
 """Build SGLang 0.5.23's real scheduler-side KV components on `EngineConfig.device`.
 
-This is the only module that constructs SGLang objects. It imports SGLang lazily (about
-5-10 s the first time) and publishes SGLang's runtime context, which the request helpers in
+This is the only module that constructs SGLang objects. It imports SGLang lazily, through
+`sglang_imports.load()` (seconds the first time; why, and what it does about it, there), and publishes SGLang's runtime context, which the request helpers in
 `sglang/srt/mem_cache/common.py` need (`config namespace 'spec' not published` otherwise).
 
 What it builds, exactly as a production SGLang scheduler does for a plain decoder model:
@@ -10,7 +10,7 @@ What it builds, exactly as a production SGLang scheduler does for a plain decode
     MHATokenToKVPool | NoOpMHATokenToKVPool    |  (NoOp: capacity only, no bytes)
     PagedTokenToKVPoolAllocator (page 0 = pad) +--> UnifiedRadixCache(tree core rust|python)
     ModelConfig (from a local config.json; only for ScheduleBatch and the tiny model; the
-    direct cache path reads the pool geometry from config.json and skips transformers)
+    direct cache path reads the pool geometry from config.json and builds no ModelConfig)
 
 The runtime context is process-wide and last-publish-wins; build one engine at a time per
 process (tests build them sequentially).
@@ -19,7 +19,6 @@ process (tests build them sequentially).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, NamedTuple
 
 from engine_adapter.stdout_lock import STDOUT_LOCK
 from engine_adapter.embedded.config import EngineConfig
+from engine_adapter.embedded import sglang_imports
 from engine_adapter.embedded.device import resolve_device
 from kvctl.errors import RuntimeFailure
 
@@ -63,14 +63,6 @@ def stdout_to_stderr():
             os.close(saved)
 
 
-def _quiet_sglang() -> None:
-    # SGLang warns about GPU-only quantization backends at import; not our user's concern.
-    import warnings
-
-    warnings.filterwarnings("ignore", message=".*support.*currently.*")
-    logging.getLogger("sglang").setLevel(logging.ERROR)
-
-
 def _pool_geometry(model_dir: Path) -> tuple[int, int, int]:
     """(KV heads, head dim, layers) from a config.json, as ModelConfig derives them for
     a plain decoder at TP 1 (head_dim defaults to hidden_size / attention heads)."""
@@ -91,23 +83,11 @@ def build_components(config: EngineConfig) -> SGLangComponents:
     config.validate()
     if config.device != "cpu":
         resolve_device(config.device)  # InputError, not a CUDA traceback, without a GPU
-    _quiet_sglang()
     try:
-        import sglang
-        import torch
-        from sglang.srt import runtime_context as rtc
-        from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator
-        from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-        from sglang.srt.mem_cache.memory_pool import (
-            MHATokenToKVPool,
-            NoOpMHATokenToKVPool,
-            ReqToTokenPool,
-        )
-        from sglang.srt.mem_cache.unified_cache.component_type import ComponentType
-        from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
-        from sglang.srt.server_args import ServerArgs
+        sg = sglang_imports.load()  # gc paused during the imports, heap frozen after
     except ImportError as err:  # pragma: no cover - depends on the installation
         raise RuntimeFailure(f"SGLang 0.5.23 is not importable ({err}); run `make setup`") from None
+    torch = sg.torch
 
     if config.device == "cpu":  # SGLang's CPU extend kernel, vectorized (alloc_kernel.py)
         from engine_adapter.embedded.alloc_kernel import install
@@ -117,7 +97,7 @@ def build_components(config: EngineConfig) -> SGLangComponents:
     # (replay sweeps parallelize across processes instead).
     torch.set_num_threads(1)
     model_dir = Path(config.tiny_model).parent if config.tiny_model else DEFAULT_MODEL_DIR
-    server_args = ServerArgs(
+    server_args = sg.ServerArgs(
         model_path=str(model_dir),
         device=config.device,
         skip_tokenizer_init=True,
@@ -125,19 +105,19 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         radix_eviction_policy=config.eviction_policy,
         radix_eviction_policy_config=config.policy_config(),
     )
-    rtc.publish(server_args, role="scheduler")
+    sg.runtime_context.publish(server_args, role="scheduler")
     model_config = None
     if config.uses_batches:  # ScheduleBatch and the tiny model read SGLang's ModelConfig
-        from sglang.srt.configs.model_config import ModelConfig
-
+        with sglang_imports.collector_paused():
+            from sglang.srt.configs.model_config import ModelConfig
         model_config = ModelConfig.from_server_args(server_args)
         head_num = model_config.get_num_kv_heads(1)
         head_dim = model_config.head_dim
         layer_num = model_config.num_hidden_layers
-    else:  # the direct path needs only the pool geometry: no transformers, no HF patches
+    else:  # the direct path needs only the pool geometry (no HF config load, no ModelConfig)
         head_num, head_dim, layer_num = _pool_geometry(model_dir)
-    pool_cls = MHATokenToKVPool if config.kv_pool == "mha" else NoOpMHATokenToKVPool
-    req_to_token_pool = ReqToTokenPool(
+    pool_cls = sg.MHATokenToKVPool if config.kv_pool == "mha" else sg.NoOpMHATokenToKVPool
+    req_to_token_pool = sg.ReqToTokenPool(
         size=config.max_running_requests,
         max_context_len=config.max_context_len,
         device=config.device,
@@ -153,7 +133,7 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         device=config.device,
         enable_memory_saver=False,
     )
-    allocator = PagedTokenToKVPoolAllocator(
+    allocator = sg.PagedTokenToKVPoolAllocator(
         size=config.pool_tokens,
         page_size=config.page_size,
         dtype=torch.float32,
@@ -161,19 +141,19 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         kvcache=kv_pool,
         need_sort=config.need_sort(),
     )
-    params = CacheInitParams(
+    params = sg.CacheInitParams(
         disable=False,
         req_to_token_pool=req_to_token_pool,
         token_to_kv_pool_allocator=allocator,
         page_size=config.page_size,
-        tree_components=(ComponentType.FULL,),
+        tree_components=(sg.ComponentType.FULL,),
         eviction_policy=config.eviction_policy,
         eviction_policy_config=config.policy_config(),
         enable_kv_cache_events=config.enable_kv_events,
         tree_core_backend=config.tree_core,
     )
     try:
-        tree_cache = UnifiedRadixCache(params=params)
+        tree_cache = sg.UnifiedRadixCache(params=params)
     except Exception as err:  # SGLang rejects e.g. a policy the core does not support
         raise RuntimeFailure(f"SGLang refused the cache configuration: {err}") from None
     if tree_cache._tree_core_backend != config.tree_core:
@@ -188,5 +168,5 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         kv_pool=kv_pool,
         allocator=allocator,
         tree_cache=tree_cache,
-        sglang_version=getattr(sglang, "__version__", "unknown"),
+        sglang_version=sg.sglang_version,
     )

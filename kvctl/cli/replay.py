@@ -12,17 +12,23 @@ the grid, each run in its own process with --parallel N (or one Ray task per run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from engine_adapter.embedded.config import EVICTION_POLICIES
+from engine_adapter.embedded.config import EVICTION_POLICIES, RETENTION_POLICIES
 from kvctl.cli.device_option import DeviceOption, resolve_device_option
 from kvctl.errors import InputError
 from kvctl.replay.engine_setup import DEFAULT_GPU, DEFAULT_MODEL, Deployment
-from kvctl.replay.runner import RETENTION_CHOICES, ReplaySettings
+
+if TYPE_CHECKING:
+    from kvctl.replay.runner import ReplaySettings
 
 Opt = typer.Option
+# The runner's RETENTION_CHOICES (the engine's policies and `auto`), spelled here so that
+# `kvctl replay --help` does not import the runner (numpy, the engine); a unit test keeps
+# the two equal (tests/unit/test_replay_cli_imports.py).
+RETENTION_HELP_CHOICES = (*RETENTION_POLICIES, "auto")
 
 
 def replay_command(
@@ -42,7 +48,7 @@ def replay_command(
         f"SGLang eviction policy: {', '.join(EVICTION_POLICIES)} (default lru)."))] = None,
     tree_core: Annotated[str, Opt(help="SGLang radix tree core: rust or python.")] = "rust",
     retention: Annotated[Optional[str], Opt(help=(
-        f"{' | '.join(RETENTION_CHOICES)}: K/V of a session waiting on a tool; auto = per tool "
+        f"{' | '.join(RETENTION_HELP_CHOICES)}: K/V of a session waiting on a tool; auto = per tool "
         "by seed 003's break-even. No effect on Mooncake traces (no sessions)."))] = None,
     tau_high: Annotated[Optional[float], Opt(help=(
         "Admission ceiling on U_KV (default 0.95)."))] = None,
@@ -77,6 +83,8 @@ def replay_command(
     device: DeviceOption = None,
 ) -> None:
     """Build settings, validate, run, render. InputError (exit 2) before running on bad input."""
+    from kvctl.replay.runner import ReplaySettings
+
     base = ReplaySettings(
         workload=str(workload), deployment=Deployment(model=model, gpu=gpu, tp=tp),
         pool_tokens=pool_tokens, pool_gb=pool_gb, page_size=page_size, eviction_policy=eviction,

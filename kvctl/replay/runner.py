@@ -122,15 +122,15 @@ def prepare(settings: ReplaySettings) -> PreparedReplay:
 def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | None = None,
         max_timeline_rows: int = 1000) -> ReplayResult:
     """Build the engine and replay. Raises RuntimeFailure/IntegrityError from the engine."""
-    import torch
-
+    from engine_adapter.embedded import sglang_imports
     from engine_adapter.embedded.engine import EmbeddedEngine
     from engine_adapter.workload import drive
 
+    started = time.monotonic()  # engine build includes the imports, as it did
+    torch = sglang_imports.load().torch  # torch and SGLang imported with the gc paused
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        started = time.monotonic()
         engine = EmbeddedEngine(prepared.config)
         built = time.monotonic()
         loop = _Loop(engine, prepared.driver, max_timeline_rows, on_progress)

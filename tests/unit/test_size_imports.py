@@ -6,31 +6,16 @@ Runs the CLI in a fresh interpreter under `python -X importtime` and reads the i
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from import_log import imported_modules
 
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
 FORBIDDEN = ("torch", "sglang")
-
-
-def imported_modules(*args: str) -> tuple[int, set[str]]:
-    """Exit code and the set of modules imported while running `python -m kvctl *args`."""
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "kvctl", *args],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )
-    modules = {
-        line.rsplit("|", 1)[1].strip()
-        for line in proc.stderr.splitlines()
-        if line.startswith("import time:") and "|" in line
-    }
-    assert "kvctl.cli.app" in modules, proc.stderr[-2000:]
-    return proc.returncode, modules
 
 
 def heavy(modules: set[str]) -> list[str]:
