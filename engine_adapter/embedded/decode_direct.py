@@ -68,7 +68,7 @@ class DirectDecode:
         st = self.st
         if not st.running:
             return 0, 0
-        reqs, _, committed = self.batch()
+        reqs = self.batch()[0]
         if not self.retention.make_room(lambda: self.cache.decode_fits(reqs, self.batch()[2])):
             retracted, aborted, kept = self.cache.retract(self.batch()[0])
             settle_retraction(st, self.retention, retracted, aborted)
