@@ -178,13 +178,16 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
 
 
 class ProgressBar:
-    """A Rich progress bar on a TTY (never under --json); a no-op elsewhere. Use as a
-    context manager; `replay` takes the runner's Progress, `runs_done` a sweep's count."""
+    """A Rich progress bar on stderr when it is a TTY (never under --json); a no-op
+    elsewhere. On stderr, not stdout: stdout carries the report, and a replay points fd 1 at
+    stderr for its whole loop (kvctl.replay.runner.run). Use as a context manager; `replay`
+    takes the runner's Progress, `runs_done` a sweep's count."""
 
     def __init__(self, wanted: bool, description: str, total: int | None = None) -> None:
-        from kvctl.cli.output import console
+        from rich.console import Console
 
-        self.enabled = wanted and console().is_terminal
+        self._console = Console(stderr=True)
+        self.enabled = wanted and self._console.is_terminal
         self.description = description
         self.total = total
         self.bar = None
@@ -195,11 +198,9 @@ class ProgressBar:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                        TimeElapsedColumn)
 
-            from kvctl.cli.output import console
-
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20),
                                 MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
-                                TimeElapsedColumn(), console=console(), transient=True)
+                                TimeElapsedColumn(), console=self._console, transient=True)
             self.bar.start()
             self.task = self.bar.add_task(self.description, total=self.total, detail="")
         return self

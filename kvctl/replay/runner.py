@@ -124,6 +124,7 @@ def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | N
     """Build the engine and replay. Raises RuntimeFailure/IntegrityError from the engine."""
     from engine_adapter.embedded import sglang_imports
     from engine_adapter.embedded.engine import EmbeddedEngine
+    from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
     from engine_adapter.workload import drive
 
     started = time.monotonic()  # engine build includes the imports, as it did
@@ -134,9 +135,10 @@ def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | N
         engine = EmbeddedEngine(prepared.config)
         built = time.monotonic()
         loop = _Loop(engine, prepared.driver, max_timeline_rows, on_progress)
-        steps = drive(engine, prepared.driver, on_step=loop.on_step)
-        replayed = time.monotonic()
-        final, integrity = _final_integrity(engine, loop)
+        with stdout_to_stderr():  # one redirect for the loop, not one per allocation call
+            steps = drive(engine, prepared.driver, on_step=loop.on_step)
+            replayed = time.monotonic()
+            final, integrity = _final_integrity(engine, loop)
         loop.finish(steps, final)
     finally:
         torch.set_num_threads(threads)
