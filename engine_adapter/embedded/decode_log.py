@@ -70,7 +70,7 @@ class DecodeLog:
 
     def due(self, step: int, running: dict) -> list[Tracked]:
         """Running requests whose last token is decoded at `step`, in batch order."""
-        self._drop_before(step)
+        self._drop_before(step, running)
         entries = self._due.pop(step, None)
         if not entries:
             return []
@@ -94,6 +94,15 @@ class DecodeLog:
             self._due.pop(step, None)
         return None
 
-    def _drop_before(self, step: int) -> None:
+    def _drop_before(self, step: int, running: dict) -> None:
+        """Forget buckets of steps before `step`. Each must hold only stale entries: a live
+        one is a request whose finishing step was never asked for, so it would decode past
+        its budget unnoticed (raises IntegrityError rather than drop it)."""
         while self._steps and self._steps[0] < step:
-            self._due.pop(heapq.heappop(self._steps), None)
+            past = heapq.heappop(self._steps)
+            for tr, start in self._due.pop(past, ()):
+                if running.get(tr.req.rid) is tr and tr.decode_from == start:
+                    from kvctl.errors import IntegrityError
+
+                    raise IntegrityError(f"request {tr.req.rid} was due to finish at decode "
+                                         f"step {past}, and step {step} came first")
