@@ -71,6 +71,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._pinned: set[int] = set()
         self._leased: set[int] = set()
         self._revealed: set[int] = set()
+        self._shown_anyway: set[int] = set()  # _pinned | _leased, once per sync
         self._opened_prefix = False
         self.root.expand()
 
@@ -128,11 +129,12 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         if self.query_text:  # the filter's view decides what is open; reveal after it clears
             self._leased = set()
             return
-        present = {n for n in leased if n in index}
-        paths = {n: index.path(n) for n in present}
-        self._leased = {step for path in paths.values() for step in path}
+        wanted = tuple(leased)
+        rows = index.rows_of(wanted).tolist()  # one lookup for every leased node
+        present = {n for n, row in zip(wanted, rows) if row >= 0}
+        self._leased = index.ancestors(present)
         for node_id in present - self._revealed:
-            self._expanded |= set(paths[node_id][:-1])
+            self._expanded |= set(index.path(node_id)[:-1])
         self._revealed = (self._revealed & present) | present
 
     def apply_filter(self, query: str) -> int:
@@ -193,6 +195,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
             return
         self._expanded.add(node_id)
         if self.index is not None:
+            self._shown_anyway = self._pinned | self._leased
             self._sync(event.node, node_id)
             self.refresh()
 
@@ -214,6 +217,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
     def _sync_all(self) -> None:
         self._relabel(self.root, self._root_label())
         if self.index is not None:
+            self._shown_anyway = self._pinned | self._leased
             self._sync(self.root, ROOT)
         self.refresh()  # repaint the visible lines; unchanged ones come from the paint cache
 
@@ -249,7 +253,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
             return
         keep = None if node_id in self._matches else self._keep
         page = index.child_rows(node_id, limit=CHILD_LIMIT, keep=keep,
-                                pinned=self._pinned | self._leased)
+                                pinned=self._shown_anyway)
         nodes = index.nodes
         wanted = [nodes.node_id[row] for row in page.rows]
         mounted = [c.data.node_id for c in tree_node.children if isinstance(c.data, NodeRow)]
