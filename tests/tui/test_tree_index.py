@@ -173,3 +173,17 @@ def test_rows_of_and_ancestors_are_path_for_many_ids():
     assert index.ancestors(()) == set()
     assert TreeIndex(()).rows_of([1]).tolist() == [-1]
     assert None not in index and 99 not in index
+
+
+def test_node_label_equals_the_assembled_label():
+    """The browser's fast label has the text and styles of Rich's Text.assemble of the same
+    parts: held and unheld nodes, a ref mismatch, no children, a namespace with a control
+    code (sanitized in both)."""
+    from kvctl.tui.widgets.tree.node_label import assembled_label, node_label
+
+    views = [*NODES, node(8, 3, 2, 4_096)._replace(recorded_lock_ref=2, derived_lock_ref=1),
+             node(6, 3, 2, 16, namespace="ns\x07bell")]
+    for view in views:
+        for children in (0, 3, 1_024):
+            fast, plain = node_label(view, children), assembled_label(view, children)
+            assert fast.plain == plain.plain and fast.spans == plain.spans, view
