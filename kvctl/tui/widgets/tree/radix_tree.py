@@ -20,6 +20,8 @@ refs change on almost every read) repaints every line below it, and a line 35 le
 costs about a millisecond. `_render_line` keeps a second cache whose key holds what a line
 shows: its own node's updates, its position, and the hover/selection state of its path
 (which colours the guides); structural changes bump the Tree's own count, in both keys.
+So after a new read without structural change only the visible lines of relabelled nodes
+are marked for repaint (`_repaint`), not the whole widget.
 A structural change makes Textual rebuild its line list and measure every mounted label;
 `get_label_width` measures without rendering, and a changed "… N more" count relabels its
 row instead of replacing it (no structural change). Relies on Textual 8.2's `Tree`
@@ -72,6 +74,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._leased: set[int] = set()
         self._revealed: set[int] = set()
         self._shown_anyway: set[int] = set()  # _pinned | _leased, once per sync
+        self._relabelled: list[TreeNode] = []  # by the current sync, for _repaint
         self._opened_prefix = False
         self.root.expand()
 
@@ -215,11 +218,13 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._expanded = {ROOT} | parents
 
     def _sync_all(self) -> None:
+        structure = self._updates  # Textual's Tree bumps it on every structural change
+        self._relabelled = []
         self._relabel(self.root, self._root_label())
         if self.index is not None:
             self._shown_anyway = self._pinned | self._leased
             self._sync(self.root, ROOT)
-        self.refresh()  # repaint the visible lines; unchanged ones come from the paint cache
+        self._repaint(structural=self._updates != structure)
 
     def _relabel(self, node: TreeNode, label: Text) -> None:
         """`TreeNode.set_label` without its repaint message: set_label queues, per node, a
@@ -227,6 +232,21 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         paint cache makes needless); `_sync_all` repaints once instead."""
         node._label = self.process_label(label)
         node._updates += 1
+        self._relabelled.append(node)
+
+    def _repaint(self, *, structural: bool) -> None:
+        """After a sync: repaint the whole browser when its lines changed, else only the
+        visible lines of relabelled nodes. A line shows its own node's label and the
+        state of its path (the paint cache's key), so no other line can have changed, and
+        the rest of the widget and the screen below it are not re-rendered."""
+        if structural:
+            self.refresh()
+            return
+        changed = {node._id for node in self._relabelled}
+        top = self.scroll_offset.y
+        for y, line in enumerate(self._tree_lines[top : top + self.size.height], top):
+            if line.node._id in changed:
+                self._refresh_line(y)
 
     def _root_label(self) -> Text:
         if self.index is None:
