@@ -174,10 +174,12 @@ class TreeIndex:
             candidates = [row for row in candidates if ids[row] in keep]
         shown = self._first(parent, candidates, limit, cacheable=keep is None)
         if pinned and len(candidates) > len(shown):
-            present = set(shown)
-            shown = shown + tuple(
-                row for row in candidates if ids[row] in pinned and row not in present
-            )
+            # pinned children beyond the limit, in tree order: rows of the pinned ids (one
+            # vectorized lookup), kept where they are candidates not shown yet
+            pinned_rows = self.rows_of(tuple(pinned))
+            extra = np.asarray(candidates, dtype=np.int64)
+            extra = extra[np.isin(extra, pinned_rows) & ~np.isin(extra, shown)]
+            shown = shown + tuple(extra.tolist())
         child_counts: tuple[int, ...] = ()
         if counts and shown:
             keys = np.fromiter((ids[row] for row in shown), dtype=np.int64, count=len(shown))
@@ -198,7 +200,13 @@ class TreeIndex:
         key = (parent, limit)
         if cacheable and key in self._ordered:
             return self._ordered[key]
-        first = tuple(heapq.nsmallest(limit, candidates, key=largest_first))
+        # the `limit` largest of many (a shared prefix has thousands of children): one
+        # vectorized sort by (-tokens, node id), the order heapq.nsmallest would give
+        count = len(candidates)
+        sizes = np.fromiter((tokens[row] for row in candidates), dtype=np.int64, count=count)
+        names = np.fromiter((ids[row] for row in candidates), dtype=np.int64, count=count)
+        order = np.lexsort((names, -sizes))[:limit]
+        first = tuple(np.asarray(candidates, dtype=np.int64)[order].tolist())
         if cacheable:
             self._ordered[key] = first
         return first

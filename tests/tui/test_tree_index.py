@@ -187,3 +187,19 @@ def test_node_label_equals_the_assembled_label():
         for children in (0, 3, 1_024):
             fast, plain = node_label(view, children), assembled_label(view, children)
             assert fast.plain == plain.plain and fast.spans == plain.spans, view
+
+
+def test_the_largest_of_many_children_are_the_sorted_ones_and_pins_follow_in_tree_order():
+    """Beyond the limit (the vectorized path): the shown children are exactly the first
+    `limit` by (-tokens, node id), with many ties; pinned ones beyond it follow in the
+    read's order, each once."""
+    many = tuple(node(1_000 - i, ROOT, 1, 16 * (i % 7)) for i in range(300))
+    index = TreeIndex(many)
+    expected = sorted(many, key=lambda n: (-n.tokens, n.node_id))[:40]
+    pinned = {many[5].node_id, many[250].node_id, many[3].node_id, expected[0].node_id}
+    page = index.children(ROOT, limit=40, pinned=pinned)
+    shown = [n.node_id for n in page.shown]
+    assert shown[:40] == [n.node_id for n in expected]
+    beyond = [n.node_id for n in many if n.node_id in pinned and n.node_id not in shown[:40]]
+    assert shown[40:] == beyond and len(beyond) >= 2
+    assert page.hidden == 300 - len(shown)
