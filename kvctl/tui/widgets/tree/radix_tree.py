@@ -276,7 +276,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
                                 pinned=self._shown_anyway)
         nodes = index.nodes
         wanted = [nodes.node_id[row] for row in page.rows]
-        mounted = [c.data.node_id for c in tree_node.children if isinstance(c.data, NodeRow)]
+        mounted = [c.data.node_id for c in tree_node._children if isinstance(c.data, NodeRow)]
         if wanted != mounted:
             tree_node.remove_children()
             for row, children in zip(page.rows, page.child_counts):
@@ -297,11 +297,11 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._sync_more(tree_node, node_id, page.hidden)
         if not tree_node.is_expanded:
             tree_node.expand()
-        for child in tree_node.children:
-            if isinstance(child.data, NodeRow) and (
-                child.data.node_id in self._expanded or child.children
-            ):
-                self._sync(child, child.data.node_id)
+        expanded = self._expanded
+        for child in tree_node._children:  # Textual's list: .children wraps it per call
+            data = child.data
+            if isinstance(data, NodeRow) and (data.node_id in expanded or child._children):
+                self._sync(child, data.node_id)
 
     def _sync_more(self, tree_node: TreeNode, node_id: int | None, hidden: int) -> None:
         last = tree_node.children[-1] if tree_node.children else None
