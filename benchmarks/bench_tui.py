@@ -210,8 +210,10 @@ class Variant:
     `set_label` (a repaint message per node), repaints the whole browser after a sync
     (not only relabelled lines), measures labels by rendering them, and indexes every
     per-node read from scratch (no lookups shared with a same-shape read).
-    (Reading label keys from the columns and relabelling the "… N more" row in place are
-    in both.)"""
+    (Reading label keys from the columns, relabelling the "… N more" row in place, the
+    index's array lookups, labels built as one string, panels skipping text equal to what
+    they show and the worker freeing the last read are in both: `git stash`/checkout an
+    older commit to measure without them.)"""
 
     def __init__(self, name: str) -> None:
         self.name = name
