@@ -27,6 +27,7 @@ from engine_adapter.snapshot import TreeNodes, TreeNodeView
 
 ROOT = None  # parent_id of the root's children (engine_adapter/snapshot.py)
 _ROOT_KEY = -1  # ROOT in the parent array (SGLang's node ids are >= 0)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1  # node ids fit the lookup arrays' int64
 
 
 class ChildPage(NamedTuple):
@@ -81,7 +82,7 @@ class TreeIndex:
             # not one list per parent: nothing here for the garbage collector to rescan.
             self._parents = np.array(
                 [_ROOT_KEY if p is None else p for p in cols.parent_id], dtype=np.int64
-            ).reshape(count)
+            )
             self._by_parent = np.argsort(self._parents, kind="stable")
             self._parent_sorted = self._parents[self._by_parent]
         # Sorting depends on sizes, which may have changed: never shared.
@@ -90,6 +91,8 @@ class TreeIndex:
     def _row_of(self, node_id: object) -> int | None:
         """The row of `node_id` in the read, None if absent."""
         if not isinstance(node_id, (int, np.integer)) or isinstance(node_id, bool):
+            return None
+        if not _INT64_MIN <= node_id <= _INT64_MAX:  # "#99999999999999999999" in the filter
             return None
         ids = self._sorted_ids
         at = int(ids.searchsorted(node_id))

@@ -172,7 +172,8 @@ def test_rows_of_and_ancestors_are_path_for_many_ids():
     assert index.ancestors({7, 4, 99}) == set(index.path(7)) | set(index.path(4))
     assert index.ancestors(()) == set()
     assert TreeIndex(()).rows_of([1]).tolist() == [-1]
-    assert None not in index and 99 not in index
+    assert None not in index and 99 not in index and 2**70 not in index
+    assert index.matches("#" + "9" * 25, limit=10) == []
 
 
 def test_node_label_equals_the_assembled_label():
