@@ -120,7 +120,7 @@ def test_a_read_of_the_same_shape_shares_lookups_and_sorts_by_its_own_sizes():
     old.children(3, limit=2)  # fills the old index's order cache for (3, 2)
     grown = tuple(n._replace(tokens=500) if n.node_id == 2 else n for n in NODES)
     new = TreeIndex(grown, previous=old)
-    assert new._row is old._row and new._by_parent is old._by_parent
+    assert new._by_id is old._by_id and new._by_parent is old._by_parent
     assert [n.node_id for n in new.children(3, limit=2).shown] == [2, 4]
     assert new.get(2).tokens == 500 and new.path_tokens(7) == 320 + 500 + 16
 
@@ -129,7 +129,7 @@ def test_a_read_with_new_nodes_is_indexed_from_scratch():
     """A read with a node the last one lacked (#11 under #9) builds its own lookups."""
     old = TreeIndex(NODES)
     new = TreeIndex(NODES + (node(11, 9, 2, 48),), previous=old)
-    assert new._row is not old._row
+    assert new._by_id is not old._by_id
     assert 11 in new and new.path(11) == [9, 11] and new.child_count(9) == 1
     assert 11 not in old
 
@@ -162,3 +162,45 @@ def test_row_key_is_the_label_key_of_the_row():
     nodes = TreeIndex(NODES).nodes
     for row, view in enumerate(nodes):
         assert row_key(nodes, row, 4) == label_key(view, 4)
+
+
+def test_rows_of_and_ancestors_are_path_for_many_ids():
+    """rows_of() finds each id's row (-1 when absent); ancestors() is the union of path()
+    over the ids it finds (absent ids and ROOT add nothing)."""
+    index = TreeIndex(NODES)
+    assert index.rows_of([7, 99, 3]).tolist() == [2, -1, 0]
+    assert index.ancestors({7, 4, 99}) == set(index.path(7)) | set(index.path(4))
+    assert index.ancestors(()) == set()
+    assert TreeIndex(()).rows_of([1]).tolist() == [-1]
+    assert None not in index and 99 not in index and 2**70 not in index
+    assert index.matches("#" + "9" * 25, limit=10) == []
+
+
+def test_node_label_equals_the_assembled_label():
+    """The browser's fast label has the text and styles of Rich's Text.assemble of the same
+    parts: held and unheld nodes, a ref mismatch, no children, a namespace with a control
+    code (sanitized in both)."""
+    from kvctl.tui.widgets.tree.node_label import assembled_label, node_label
+
+    views = [*NODES, node(8, 3, 2, 4_096)._replace(recorded_lock_ref=2, derived_lock_ref=1),
+             node(6, 3, 2, 16, namespace="ns\x07bell")]
+    for view in views:
+        for children in (0, 3, 1_024):
+            fast, plain = node_label(view, children), assembled_label(view, children)
+            assert fast.plain == plain.plain and fast.spans == plain.spans, view
+
+
+def test_the_largest_of_many_children_are_the_sorted_ones_and_pins_follow_in_tree_order():
+    """Beyond the limit (the vectorized path): the shown children are exactly the first
+    `limit` by (-tokens, node id), with many ties; pinned ones beyond it follow in the
+    read's order, each once."""
+    many = tuple(node(1_000 - i, ROOT, 1, 16 * (i % 7)) for i in range(300))
+    index = TreeIndex(many)
+    expected = sorted(many, key=lambda n: (-n.tokens, n.node_id))[:40]
+    pinned = {many[5].node_id, many[250].node_id, many[3].node_id, expected[0].node_id}
+    page = index.children(ROOT, limit=40, pinned=pinned)
+    shown = [n.node_id for n in page.shown]
+    assert shown[:40] == [n.node_id for n in expected]
+    beyond = [n.node_id for n in many if n.node_id in pinned and n.node_id not in shown[:40]]
+    assert shown[40:] == beyond and len(beyond) >= 2
+    assert page.hidden == 300 - len(shown)

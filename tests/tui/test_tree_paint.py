@@ -103,3 +103,35 @@ async def test_a_new_hidden_child_relabels_the_more_row_in_place(make_run, monke
         shown = widget_text(browser)
     assert markers == [marker] and marker.data.hidden == hidden + 1
     assert f"… {hidden + 1:,} more (largest 2 shown" in shown
+
+
+def _screen_lines(app) -> list[str]:
+    """The whole frame as the compositor renders it from the widgets' caches now."""
+    update = app.screen._compositor.render_update(full=True)
+    return ["".join(strip.text for strip in line) for line in update.strips]
+
+
+async def test_a_read_without_structural_change_repaints_only_what_is_stale(make_run):
+    """A new read relabels mounted nodes (every node's tokens grow) without adding or
+    removing any: the browser marks only relabelled lines for repaint, and the frame it
+    shows then is the one a full repaint of the browser shows (no stale line), with the
+    new sizes in it."""
+    app = make_app(make_run(steps=STEPS), refresh_s=60.0, label="lifecycle-check.yaml")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        browser = app.screen.query_one(RadixTreeBrowser)
+        snapshot = app.screen.snapshot
+        before = _screen_lines(app)
+        grown = TreeNodes.of(v._replace(tokens=v.tokens + 1) for v in snapshot.tree_nodes)
+        structure = browser._updates
+        app.publish(dataclasses.replace(snapshot, tree_nodes=grown, seq=snapshot.seq + 1))
+        await pilot.pause()
+        assert browser._updates == structure  # relabels only
+        shown = _screen_lines(app)
+        browser.refresh()
+        await pilot.pause()
+        repainted = _screen_lines(app)
+    assert shown == repainted
+    assert shown != before
+    top = grown[0]
+    assert any(f"#{top.node_id}  {top.tokens:,} tok" in line for line in shown)

@@ -9,6 +9,7 @@ from textual.containers import Horizontal
 from textual.widgets import Static
 
 from kvctl.tui.widgets.common.fixed_sparkline import FixedSparkline
+from kvctl.tui.widgets.common.static_update import update_static
 
 
 class LabeledSparkline(Horizontal):
@@ -31,4 +32,4 @@ class LabeledSparkline(Horizontal):
     def show(self, values: Sequence[float], latest: str) -> None:
         """Replace the plotted values and the number printed after them."""
         self.query_one(FixedSparkline).values = tuple(values)
-        self.query_one(".spark-value", Static).update(latest, layout=False)
+        update_static(self.query_one(".spark-value", Static), latest)

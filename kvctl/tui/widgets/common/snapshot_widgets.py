@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from engine_adapter.snapshot import Snapshot
+from kvctl.tui.widgets.common.static_update import update_static
 
 WAITING = "waiting for the first snapshot…"
 
@@ -26,6 +27,7 @@ class SnapshotStatic(Static):
 
     A new layout (which measures every widget's content again) is requested only when
     `layout_key(snapshot)` changes; subclasses whose height depends on the data say how.
+    Content equal to what is shown is not re-rendered (`update_static`).
     """
 
     snapshot: reactive[Snapshot | None] = reactive(None, always_update=True, repaint=False)
@@ -33,12 +35,12 @@ class SnapshotStatic(Static):
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         if snapshot is None:
-            self.update(WAITING)
+            update_static(self, WAITING, layout=True)
             return
         key = self.layout_key(snapshot)
         relayout = key != getattr(self, "_layout_key", self._NO_KEY)
         self._layout_key = key
-        self.update(self.render_snapshot(snapshot), layout=relayout)
+        update_static(self, self.render_snapshot(snapshot), layout=relayout)
 
     def layout_key(self, snapshot: Snapshot) -> Hashable:
         """What the rendered height depends on (default: only local vs remote)."""

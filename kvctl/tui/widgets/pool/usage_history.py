@@ -16,6 +16,7 @@ from engine_adapter.snapshot import Snapshot
 from kvctl.tui import format as fmt
 from kvctl.tui.series import Series
 from kvctl.tui.widgets.common.labeled_sparkline import LabeledSparkline
+from kvctl.tui.widgets.common.static_update import update_static
 
 
 def usage_line(snapshot: Snapshot) -> Text:
@@ -47,7 +48,7 @@ class UsageHistory(Vertical):
         ledger = snapshot.ledger
         self._u_kv.push(snapshot.seq, ledger.u_kv)
         self._token_usage.push(snapshot.seq, ledger.token_usage)
-        self.query_one("#usage-now", Static).update(usage_line(snapshot), layout=False)
+        update_static(self.query_one("#usage-now", Static), usage_line(snapshot))
         self.query_one("#u-kv-history", LabeledSparkline).show(
             self._u_kv.values(), fmt.ratio(ledger.u_kv)
         )

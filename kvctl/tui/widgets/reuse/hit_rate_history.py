@@ -15,6 +15,7 @@ from engine_adapter.snapshot import Snapshot
 from kvctl.tui import format as fmt
 from kvctl.tui.series import HISTORY_POINTS, windowed_rate
 from kvctl.tui.widgets.common.labeled_sparkline import LabeledSparkline
+from kvctl.tui.widgets.common.static_update import update_static
 
 WINDOW_READS = 8  # the sparkline's H_prefix covers the prompts of the last 8 changed reads
 
@@ -68,8 +69,8 @@ class HitRateHistory(Vertical):
             self._points.append((funnel.prompt_tokens, funnel.hit_tokens))
         # the oldest WINDOW_READS points only seed the windows of the points after them
         rates = windowed_rate(self._points, WINDOW_READS)[-HISTORY_POINTS:]
-        self.query_one("#reuse-tokens", Static).update(tokens_line(snapshot), layout=False)
+        update_static(self.query_one("#reuse-tokens", Static), tokens_line(snapshot))
         self.query_one("#hit-rate-history", LabeledSparkline).show(
             rates, fmt.ratio(rates[-1]) if funnel.prompt_tokens else "n/a"
         )
-        self.query_one("#reuse-lengths", Static).update(lengths_line(snapshot), layout=False)
+        update_static(self.query_one("#reuse-lengths", Static), lengths_line(snapshot))

@@ -20,6 +20,8 @@ refs change on almost every read) repaints every line below it, and a line 35 le
 costs about a millisecond. `_render_line` keeps a second cache whose key holds what a line
 shows: its own node's updates, its position, and the hover/selection state of its path
 (which colours the guides); structural changes bump the Tree's own count, in both keys.
+So after a new read without structural change only the visible lines of relabelled nodes
+are marked for repaint (`_repaint`), not the whole widget.
 A structural change makes Textual rebuild its line list and measure every mounted label;
 `get_label_width` measures without rendering, and a changed "… N more" count relabels its
 row instead of replacing it (no structural change). Relies on Textual 8.2's `Tree`
@@ -71,6 +73,8 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._pinned: set[int] = set()
         self._leased: set[int] = set()
         self._revealed: set[int] = set()
+        self._shown_anyway: set[int] = set()  # _pinned | _leased, once per sync
+        self._relabelled: list[TreeNode] = []  # by the current sync, for _repaint
         self._opened_prefix = False
         self.root.expand()
 
@@ -128,11 +132,12 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         if self.query_text:  # the filter's view decides what is open; reveal after it clears
             self._leased = set()
             return
-        present = {n for n in leased if n in index}
-        paths = {n: index.path(n) for n in present}
-        self._leased = {step for path in paths.values() for step in path}
+        wanted = tuple(leased)
+        rows = index.rows_of(wanted).tolist()  # one lookup for every leased node
+        present = {n for n, row in zip(wanted, rows) if row >= 0}
+        self._leased = index.ancestors(present)
         for node_id in present - self._revealed:
-            self._expanded |= set(paths[node_id][:-1])
+            self._expanded |= set(index.path(node_id)[:-1])
         self._revealed = (self._revealed & present) | present
 
     def apply_filter(self, query: str) -> int:
@@ -193,6 +198,7 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
             return
         self._expanded.add(node_id)
         if self.index is not None:
+            self._shown_anyway = self._pinned | self._leased
             self._sync(event.node, node_id)
             self.refresh()
 
@@ -212,10 +218,13 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._expanded = {ROOT} | parents
 
     def _sync_all(self) -> None:
+        structure = self._updates  # Textual's Tree bumps it on every structural change
+        self._relabelled = []
         self._relabel(self.root, self._root_label())
         if self.index is not None:
+            self._shown_anyway = self._pinned | self._leased
             self._sync(self.root, ROOT)
-        self.refresh()  # repaint the visible lines; unchanged ones come from the paint cache
+        self._repaint(structural=self._updates != structure)
 
     def _relabel(self, node: TreeNode, label: Text) -> None:
         """`TreeNode.set_label` without its repaint message: set_label queues, per node, a
@@ -223,6 +232,21 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         paint cache makes needless); `_sync_all` repaints once instead."""
         node._label = self.process_label(label)
         node._updates += 1
+        self._relabelled.append(node)
+
+    def _repaint(self, *, structural: bool) -> None:
+        """After a sync: repaint the whole browser when its lines changed, else only the
+        visible lines of relabelled nodes. A line shows its own node's label and the
+        state of its path (the paint cache's key), so no other line can have changed, and
+        the rest of the widget and the screen below it are not re-rendered."""
+        if structural:
+            self.refresh()
+            return
+        changed = {node._id for node in self._relabelled}
+        top = self.scroll_offset.y
+        for y, line in enumerate(self._tree_lines[top : top + self.size.height], top):
+            if line.node._id in changed:
+                self._refresh_line(y)
 
     def _root_label(self) -> Text:
         if self.index is None:
@@ -249,10 +273,10 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
             return
         keep = None if node_id in self._matches else self._keep
         page = index.child_rows(node_id, limit=CHILD_LIMIT, keep=keep,
-                                pinned=self._pinned | self._leased)
+                                pinned=self._shown_anyway)
         nodes = index.nodes
         wanted = [nodes.node_id[row] for row in page.rows]
-        mounted = [c.data.node_id for c in tree_node.children if isinstance(c.data, NodeRow)]
+        mounted = [c.data.node_id for c in tree_node._children if isinstance(c.data, NodeRow)]
         if wanted != mounted:
             tree_node.remove_children()
             for row, children in zip(page.rows, page.child_counts):
@@ -273,11 +297,11 @@ class RadixTreeBrowser(Tree[NodeRow | MoreChildren | None]):
         self._sync_more(tree_node, node_id, page.hidden)
         if not tree_node.is_expanded:
             tree_node.expand()
-        for child in tree_node.children:
-            if isinstance(child.data, NodeRow) and (
-                child.data.node_id in self._expanded or child.children
-            ):
-                self._sync(child, child.data.node_id)
+        expanded = self._expanded
+        for child in tree_node._children:  # Textual's list: .children wraps it per call
+            data = child.data
+            if isinstance(data, NodeRow) and (data.node_id in expanded or child._children):
+                self._sync(child, data.node_id)
 
     def _sync_more(self, tree_node: TreeNode, node_id: int | None, hidden: int) -> None:
         last = tree_node.children[-1] if tree_node.children else None
