@@ -59,7 +59,7 @@ def test_step_gauges_are_the_ledgers_bit_for_bit_where_no_flush_ran(every_step):
 
 def test_report_peaks_are_every_steps_whatever_the_sampling(every_step):
     """Sampled every step or every 1 s of virtual time: the same peaks, the maxima over
-    every step's gauges, and at least every sampled row's."""
+    every step's gauges, and at least every sampled row's (the coarse rows miss one)."""
     u_kv = max(u_kv_of(led.pool_tokens, r.free_tokens) for r, led in every_step)
     usage = max(led.token_usage for _, led in every_step)
     exact = run(prepare(ReplaySettings(workload=SCENARIO)), timeline_every_s=0.0)
@@ -73,4 +73,5 @@ def test_report_peaks_are_every_steps_whatever_the_sampling(every_step):
         assert utilization.peak_kv_utilization >= max(row.u_kv for row in result.timeline)
         assert utilization.peak_token_usage >= max(row.token_usage for row in result.timeline)
     assert max(row.u_kv for row in exact.timeline) == u_kv  # the pool filled: eviction ran
-    assert u_kv == 1.0 or u_kv > max(row.u_kv for row in coarse.timeline)
+    # the 1 s grid's rows miss the token_usage peak (at 1.0); the report keeps it
+    assert max(row.token_usage for row in coarse.timeline) < usage == 1.0
