@@ -21,6 +21,20 @@ from engine_adapter.funnel import Funnel
 from engine_adapter.tree_nodes import EMPTY, TreeNodes, TreeNodeView  # noqa: F401 (re-exported)
 
 
+def u_kv_of(pool_tokens: int, free_tokens: int) -> float:
+    """seed 003 eq. (8) from two counters: (N_pool - N_free) / N_pool; 0.0 for no pool."""
+    if pool_tokens <= 0:
+        return 0.0
+    return (pool_tokens - free_tokens) / pool_tokens
+
+
+def token_usage_of(pool_tokens: int, free_tokens: int, evictable_tokens: int) -> float:
+    """SGLang's token_usage from three counters: (N_pool - N_free - N_evictable) / N_pool."""
+    if pool_tokens <= 0:
+        return 0.0
+    return (pool_tokens - free_tokens - evictable_tokens) / pool_tokens
+
+
 @dataclass(frozen=True, kw_only=True)
 class PoolLedger:
     """The device pool partition (seed 000 0x0CF reconciliation gauges).
@@ -60,9 +74,7 @@ class PoolLedger:
     @property
     def u_kv(self) -> float:
         """seed 003 eq. (8): U_KV = allocated blocks / total blocks (evictable counts)."""
-        if self.pool_tokens <= 0:
-            return 0.0
-        return (self.pool_tokens - self.free_tokens) / self.pool_tokens
+        return u_kv_of(self.pool_tokens, self.free_tokens)
 
     @property
     def token_usage(self) -> float:
@@ -71,9 +83,7 @@ class PoolLedger:
         Evictable (cached, unlocked) tokens count as unused here, so token_usage can read low
         while U_KV is near 1: the gap `u_kv - token_usage` is the evictable share.
         """
-        if self.pool_tokens <= 0:
-            return 0.0
-        return (self.pool_tokens - self.free_tokens - self.evictable_tokens) / self.pool_tokens
+        return token_usage_of(self.pool_tokens, self.free_tokens, self.evictable_tokens)
 
     @property
     def evictable_gap(self) -> float:

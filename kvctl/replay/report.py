@@ -79,14 +79,16 @@ class ModeledLatency:
 @dataclass(frozen=True, kw_only=True)
 class Utilization:
     """U_KV (seed 003 eq. 8, evictable counts as used) next to SGLang's token_usage
-    (evictable counts as free), peak and time-weighted mean over the sampled steps."""
+    (evictable counts as free): peak over every step, time-weighted mean over the sampled
+    steps. sample_every_s: the virtual-time grid of the samples, 0.0 when every step was
+    sampled (then the means are exact too)."""
 
     peak_kv_utilization: float
     mean_kv_utilization: float
     peak_token_usage: float
     mean_token_usage: float
     samples: int
-    sample_every_steps: int
+    sample_every_s: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,7 +158,7 @@ class ReplayReport:
             "peak_token_usage": self.utilization.peak_token_usage,
             "mean_token_usage": self.utilization.mean_token_usage,
             "utilization_samples": self.utilization.samples,
-            "utilization_sample_every_steps": self.utilization.sample_every_steps,
+            "utilization_sample_every_s": self.utilization.sample_every_s,
             "funnel": {
                 "stages": [{"name": s.name, "requests": s.requests, "tokens": s.tokens}
                            for s in funnel.stages],

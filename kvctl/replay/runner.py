@@ -24,7 +24,9 @@ from engine_adapter.embedded.config import EngineConfig
 from kvctl.errors import InputError, IntegrityError
 from kvctl.replay.engine_setup import Deployment, engine_config
 from kvctl.replay.report import Integrity, LatencyCollector, ReplayReport, Utilization
-from kvctl.replay.timeline import TimelineRecorder, TimelineRow, row_from, time_weighted_mean
+from kvctl.replay.peaks import PoolPeaks
+from kvctl.replay.timeline import (TimelineRecorder, TimelineRow, for_horizon, row_from,
+                                   time_weighted_mean)
 from kvctl.replay.workloads import open_workload
 from kvctl.util.pages import page_ceil
 
@@ -120,8 +122,11 @@ def prepare(settings: ReplaySettings) -> PreparedReplay:
 
 
 def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | None = None,
-        max_timeline_rows: int = 1000) -> ReplayResult:
-    """Build the engine and replay. Raises RuntimeFailure/IntegrityError from the engine."""
+        max_timeline_rows: int = 1000, timeline_every_s: float | None = None) -> ReplayResult:
+    """Build the engine and replay. Raises RuntimeFailure/IntegrityError from the engine.
+
+    timeline_every_s: the timeline's starting virtual-time cadence (0.0: every step, until
+    max_timeline_rows overflow); None: from the workload's horizon (`horizon_s`)."""
     from engine_adapter.embedded import sglang_imports
     from engine_adapter.embedded.engine import EmbeddedEngine
     from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
@@ -134,7 +139,9 @@ def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | N
     try:
         engine = EmbeddedEngine(prepared.config)
         built = time.monotonic()
-        loop = _Loop(engine, prepared.driver, max_timeline_rows, on_progress)
+        if timeline_every_s is None:
+            timeline_every_s = for_horizon(horizon_s(prepared.driver), max_timeline_rows)
+        loop = _Loop(engine, prepared.driver, max_timeline_rows, timeline_every_s, on_progress)
         with stdout_to_stderr():  # one redirect for the loop, not one per allocation call
             steps = drive(engine, prepared.driver, on_step=loop.on_step)
             replayed = time.monotonic()
@@ -152,7 +159,7 @@ def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | N
         settings=prepared.resolved,
         snapshot=final,
         latency=loop.latency.summary(),
-        utilization=_utilization(rows, loop.timeline.every),
+        utilization=_utilization(rows, loop.timeline.sample_every_s, loop.peaks),
         integrity=integrity,
         steps=steps,
         notes=prepared.notes,
@@ -272,13 +279,22 @@ def _deployment_notes(deployment: Deployment, summary) -> list[str]:
     return notes
 
 
-class _Loop:
-    """Per-step bookkeeping: latencies from finished records, timeline samples, progress."""
+def horizon_s(driver) -> float | None:
+    """When the workload's last arrival is due, if known before the run: a Mooncake trace's
+    last timestamp. A scenario has none (its sessions' later turns wait on drawn tool
+    times), so its timeline starts by sampling every step."""
+    summary = getattr(driver, "summary", None)
+    return getattr(summary, "last_arrival_s", None)
 
-    def __init__(self, engine, driver, max_rows: int, on_progress) -> None:
+
+class _Loop:
+    """Per-step bookkeeping: latencies from finished records, timeline samples on the
+    virtual-time grid, pool peaks at every step, progress."""
+
+    def __init__(self, engine, driver, max_rows: int, every_s: float, on_progress) -> None:
         self.engine = engine
         self.driver = driver
-        self.timeline = TimelineRecorder(max_rows=max_rows)
+        self.timeline = TimelineRecorder(max_rows=max_rows, every_s=every_s)
         self.latency = LatencyCollector()
         self.on_progress = on_progress
         self.finished = 0
@@ -287,7 +303,11 @@ class _Loop:
         self.max_residual = 0
         self.max_delta_protected = 0
         self.samples = 0
-        self.timeline.add(row_from(0, engine.snapshot(requests=False), None))
+        first = engine.snapshot(requests=False)
+        self.clock_s = first.virtual_time_s
+        self.peaks = PoolPeaks(first.ledger.pool_tokens)
+        self.peaks.observe(first.ledger.free_tokens, first.ledger.evictable_tokens)
+        self.timeline.add(row_from(0, first, None))
 
     def on_step(self, report) -> None:
         before = self.steps
@@ -295,8 +315,10 @@ class _Loop:
         for record in report.finished:
             self.latency.add(record)
         self.finished += len(report.finished)
-        if self.timeline.wants_between(before, self.steps):
+        self.peaks.observe(report.free_tokens, report.evictable_tokens)
+        if self.timeline.wants_between(self.clock_s, report.clock_s):
             self._sample(report)
+        self.clock_s = report.clock_s
         if self.on_progress is not None and self.steps // PROGRESS_EVERY_STEPS > before // PROGRESS_EVERY_STEPS:
             self.on_progress(self.progress(self.steps, report.clock_s))
 
@@ -320,6 +342,7 @@ class _Loop:
 
     def finish(self, steps: int, final) -> None:
         row = row_from(steps, final, None)
+        self.peaks.observe(final.ledger.free_tokens, final.ledger.evictable_tokens)
         self.timeline.finish(row)
         self.hit_rate = row.hit_rate_cumulative
 
@@ -348,15 +371,14 @@ def _final_integrity(engine, loop: _Loop):
     )
 
 
-def _utilization(rows: list[TimelineRow], every: int) -> Utilization:
+def _utilization(rows: list[TimelineRow], every_s: float, peaks: PoolPeaks) -> Utilization:
+    """Peaks over every step (`peaks`); means time-weighted over the sampled rows."""
     times = [r.virtual_time_s for r in rows]
-    u_kv = [r.u_kv for r in rows]
-    usage = [r.token_usage for r in rows]
     return Utilization(
-        peak_kv_utilization=max(u_kv, default=0.0),
-        mean_kv_utilization=time_weighted_mean(times, u_kv),
-        peak_token_usage=max(usage, default=0.0),
-        mean_token_usage=time_weighted_mean(times, usage),
+        peak_kv_utilization=peaks.u_kv,
+        mean_kv_utilization=time_weighted_mean(times, [r.u_kv for r in rows]),
+        peak_token_usage=peaks.token_usage,
+        mean_token_usage=time_weighted_mean(times, [r.token_usage for r in rows]),
         samples=len(rows),
-        sample_every_steps=every,
+        sample_every_s=every_s,
     )

@@ -1,18 +1,22 @@
-"""The per-step timeline of a replay: sampled snapshot rows, bounded in size, as CSV.
+"""The timeline of a replay: snapshot rows sampled on a virtual-time grid, bounded in
+size, as CSV.
 
 A full-trace replay runs tens of thousands of steps; a snapshot per step would cost more
-than the step itself. `TimelineRecorder` samples every `every` steps and keeps at most
-`max_rows` rows by decimation: when the buffer overflows, it keeps the rows on multiples
-of 2 x every and doubles `every`. The rule depends only on step numbers, so it is
-deterministic, and the kept rows are always evenly spaced:
+than the step itself. `TimelineRecorder` samples whenever the engine's virtual clock
+crosses the next multiple of `every_s` and keeps at most `max_rows` rows by decimation:
+when the buffer overflows it doubles `every_s` and keeps the first row at or after each
+multiple. The rule reads only the virtual clock, never wall time, so it is deterministic:
 
-    every=1:  0 1 2 3 4 5 6 7 8 ...        (overflow)
-    every=2:  0   2   4   6   8 ...        (overflow)
-    every=4:  0       4       8 ...
+    every_s=0:   every step                       (overflow: every_s from the span so far)
+    every_s=e:   first step at/after 0 e 2e 3e ... (overflow)
+    every_s=2e:  first step at/after 0   2e   4e ...
 
-The last step is always recorded (`finish`). Rows hold cumulative counters; the windowed
-hit rate between consecutive kept rows is derived when the rows are read, so decimation
-never mixes windows.
+`every_s=0` samples every step (a small replay's timeline is exact); a workload that
+knows its horizon starts at `for_horizon(horizon_s, max_rows)` instead, so a full trace
+costs about max_rows snapshots whatever its step count. The first row (step 0) and the
+last step (`finish`) are always kept. Rows hold cumulative counters; the windowed hit
+rate between consecutive kept rows is derived when the rows are read, so decimation never
+mixes windows.
 """
 
 from __future__ import annotations
@@ -85,36 +89,67 @@ def row_from(step: int, snap: Snapshot, report: StepReport | None) -> TimelineRo
     )
 
 
+HORIZON_FILL = 0.8  # share of max_rows a known horizon fills: room to drain before overflow
+
+
+def for_horizon(horizon_s: float | None, max_rows: int) -> float:
+    """The starting cadence for a workload whose arrivals end at `horizon_s`: about
+    HORIZON_FILL x max_rows rows by then, so the drain after the last arrival fits before
+    an overflow halves the rows. 0.0 (every step) when the horizon is unknown or zero."""
+    if horizon_s is None or horizon_s <= 0:
+        return 0.0
+    return horizon_s / (HORIZON_FILL * max_rows)
+
+
 class TimelineRecorder:
-    """Decides which steps to sample and keeps the rows. Mutates only itself."""
+    """Decides which steps to sample (by virtual time) and keeps the rows. Mutates only itself."""
 
-    def __init__(self, *, max_rows: int = 2000, every: int = 1) -> None:
-        if max_rows < 2 or every < 1:
-            raise ValueError("max_rows >= 2 and every >= 1")
+    def __init__(self, *, max_rows: int = 2000, every_s: float = 0.0) -> None:
+        if max_rows < 2 or not every_s >= 0:
+            raise ValueError("max_rows >= 2 and every_s >= 0")
         self.max_rows = max_rows
-        self.every = every
+        self.every_s = every_s
         self._rows: list[TimelineRow] = []
+        self._skipped = False  # a step went unsampled, or a thinning dropped a row
 
-    def wants(self, step: int) -> bool:
-        return step % self.every == 0
+    @property
+    def sample_every_s(self) -> float:
+        """The grid the kept rows lie on: 0.0 when every step reported was kept."""
+        return self.every_s if self._skipped else 0.0
 
-    def wants_between(self, before: int, after: int) -> bool:
-        """Whether (before, after] contains a sampling step (a report may cover several)."""
-        return after // self.every > before // self.every
+    def wants_between(self, before_s: float, after_s: float) -> bool:
+        """Whether the clock crossed a multiple of every_s in (before_s, after_s] (a step
+        may cross several); always at every_s = 0. A refusal counts as a skipped step."""
+        wanted = self.every_s == 0 or after_s // self.every_s > before_s // self.every_s
+        self._skipped = self._skipped or not wanted
+        return wanted
 
     def add(self, row: TimelineRow) -> None:
         if self._rows and self._rows[-1].step == row.step:
             return
         self._rows.append(row)
         while len(self._rows) > self.max_rows:
-            self.every *= 2
+            self.every_s = self._coarser()
             self._rows = self._thinned()
+            self._skipped = True
+
+    def _coarser(self) -> float:
+        """Twice every_s; from every step, the grid that keeps about half the span so far
+        (still every step while no virtual time has passed)."""
+        if self.every_s > 0:
+            return self.every_s * 2
+        span = self._rows[-1].virtual_time_s - self._rows[0].virtual_time_s
+        return 2 * span / self.max_rows if span > 0 else 0.0
 
     def _thinned(self) -> list[TimelineRow]:
-        """The first row at or after each multiple of `every` (rows of a jump land off grid)."""
-        kept: list[TimelineRow] = []
-        for row in self._rows:
-            if not kept or row.step // self.every > kept[-1].step // self.every or row.step == 0:
+        """The first row at or after each multiple of every_s, the first row always (at
+        every_s = 0, with no time passed: the first and the last row)."""
+        every = self.every_s
+        if every == 0:
+            return [self._rows[0], self._rows[-1]]
+        kept = [self._rows[0]]
+        for row in self._rows[1:]:
+            if row.virtual_time_s // every > kept[-1].virtual_time_s // every:
                 kept.append(row)
         return kept
 

@@ -30,8 +30,9 @@ from kvctl.sizing.plan.recommend import Recommendation
 from kvctl.sizing.plan.validate import (ComparisonRow, ReplayedFigures, ReplayTarget, compare,
                                         replay_target)
 
-# Sample every step so the peak decode batch is exact: a limited replay runs some 10^4
-# steps (a row is ~0.5 KB); past this the recorder decimates and the peaks become sampled.
+# Sample every step (timeline_every_s=0.0, whatever the workload's horizon) so the peak
+# decode batch is exact: a limited replay runs some 10^4 steps (a row is ~0.5 KB); past
+# this the recorder decimates and the timeline's peaks become sampled.
 TIMELINE_ROWS = 200_000
 
 
@@ -73,7 +74,8 @@ def validate_with_replay(
         label="plan recommend",
     )
     prepared = _aligned(prepare(settings), target)
-    result = run(prepared, on_progress=on_progress, max_timeline_rows=TIMELINE_ROWS)
+    result = run(prepared, on_progress=on_progress, max_timeline_rows=TIMELINE_ROWS,
+                 timeline_every_s=0.0)
     figures = _figures(result.report, result.timeline, prepared)
     notes = list(result.report.notes)
     if pp > 1:
@@ -126,7 +128,7 @@ def _figures(report: ReplayReport, timeline: tuple[TimelineRow, ...],
         output_tokens=counters.decode_tokens,
         workload_shared_tokens=shared,
         peak_decode_batch=max((row.decode_requests_step for row in timeline), default=0),
-        timeline_every_steps=report.utilization.sample_every_steps,
+        timeline_every_s=report.utilization.sample_every_s,
         peak_prefill_tokens_step=max((row.prefill_tokens_step for row in timeline), default=0),
         admission_deferrals=counters.admission_deferrals or 0,
         retractions=counters.retractions,

@@ -105,7 +105,7 @@ def test_virtual_clock_prices_the_users_deployment_with_the_plans_mfu(pressed):
 def test_forked_workload_reaches_the_max_running_cap_and_never_exceeds_it(pressed):
     """8-way forks offer more than 7 at once: the peak decode batch (every step sampled) is 7."""
     figures = pressed["validation"]["figures"]
-    assert figures["timeline_every_steps"] == 1
+    assert figures["timeline_every_s"] == 0.0
     assert figures["peak_decode_batch"] == 7
     row = rows(pressed)["requests running at once"]
     assert (row["analytic_value"], row["replayed_value"]) == (7, 7)

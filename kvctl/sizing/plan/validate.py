@@ -64,7 +64,7 @@ class ReplayedFigures:
     output_tokens: int
     workload_shared_tokens: int | None  # a scenario's system + tool-schema prefix
     peak_decode_batch: int
-    timeline_every_steps: int  # 1: every step was sampled, so the peaks are exact
+    timeline_every_s: float  # 0.0: every step was sampled, so the timeline's peaks are exact
     peak_prefill_tokens_step: int
     admission_deferrals: int
     retractions: int
@@ -173,8 +173,8 @@ def compare(
 ) -> tuple[ComparisonRow, ...]:
     """One row per quantity (concurrency, KV held, U_KV, hit rate, shape, ITL, retractions)."""
     f = figures
-    every = f.timeline_every_steps
-    exact = "" if every == 1 else f" (sampled every {every} steps)"
+    every = f.timeline_every_s
+    exact = "" if every == 0 else f" (sampled every {every:.3g} s of virtual time)"
     return (
         _concurrency(f, target, exact),
         _held(f, plan, target),

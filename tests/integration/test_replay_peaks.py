@@ -1,0 +1,77 @@
+"""Per-step pool peaks (kvctl/replay/peaks.py) against the sampled snapshots' ledger.
+
+The report's peak U_KV and token_usage come from two counters every StepReport carries,
+not from the timeline's samples. Here, on a small-pool scenario that evicts, retracts and
+flushes the cache (examples/scenarios/lifecycle-check.yaml), a snapshot is read after
+every step: the counters give the ledger's numbers exactly, except that a flush (run by the
+driver between the step and the read) moves evictable to free, which lowers U_KV only. A
+replay sampled every step and one sampled on a coarse grid report the same peaks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine_adapter.snapshot import token_usage_of, u_kv_of
+from kvctl.replay.runner import ReplaySettings, prepare, run
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = str(Path(__file__).resolve().parents[2] / "examples" / "scenarios" / "lifecycle-check.yaml")
+
+
+@pytest.fixture(scope="module")
+def every_step():
+    """(report, ledger after the driver) for every step of the scenario, read directly."""
+    from engine_adapter.embedded.engine import EmbeddedEngine
+    from engine_adapter.workload import drive
+
+    prepared = prepare(ReplaySettings(workload=SCENARIO))
+    engine = EmbeddedEngine(prepared.config)
+    seen = []
+    drive(engine, prepared.driver,
+          on_step=lambda report: seen.append(
+              (report, engine.snapshot(requests=False, reconcile_refs=False).ledger)))
+    return seen
+
+
+def test_step_counters_are_the_ledgers_free_and_evictable(every_step):
+    """free + evictable equal at every step; free equal at every step but the flush's."""
+    assert len(every_step) > 100
+    assert all(r.free_tokens + r.evictable_tokens == led.free_tokens + led.evictable_tokens
+               for r, led in every_step)
+    moved = [(r, led) for r, led in every_step if r.free_tokens != led.free_tokens]
+    assert len(moved) == 1  # the scenario's one flush_cache event
+    report, ledger = moved[0]
+    assert ledger.free_tokens > report.free_tokens and ledger.evictable_tokens == 0
+
+
+def test_step_gauges_are_the_ledgers_bit_for_bit_where_no_flush_ran(every_step):
+    """u_kv_of / token_usage_of on the step's counters == the snapshot ledger's properties."""
+    for report, ledger in every_step:
+        usage = token_usage_of(ledger.pool_tokens, report.free_tokens, report.evictable_tokens)
+        assert usage == ledger.token_usage
+        if report.free_tokens == ledger.free_tokens:
+            assert u_kv_of(ledger.pool_tokens, report.free_tokens) == ledger.u_kv
+
+
+def test_report_peaks_are_every_steps_whatever_the_sampling(every_step):
+    """Sampled every step or every 1 s of virtual time: the same peaks, the maxima over
+    every step's gauges, and at least every sampled row's (the coarse rows miss one)."""
+    u_kv = max(u_kv_of(led.pool_tokens, r.free_tokens) for r, led in every_step)
+    usage = max(led.token_usage for _, led in every_step)
+    exact = run(prepare(ReplaySettings(workload=SCENARIO)), timeline_every_s=0.0)
+    coarse = run(prepare(ReplaySettings(workload=SCENARIO)), timeline_every_s=1.0)
+    assert exact.report.utilization.sample_every_s == 0.0
+    assert coarse.report.utilization.sample_every_s == 1.0
+    assert coarse.report.utilization.samples < exact.report.utilization.samples / 10
+    for result in (exact, coarse):
+        utilization = result.report.utilization
+        assert (utilization.peak_kv_utilization, utilization.peak_token_usage) == (u_kv, usage)
+        assert utilization.peak_kv_utilization >= max(row.u_kv for row in result.timeline)
+        assert utilization.peak_token_usage >= max(row.token_usage for row in result.timeline)
+    assert max(row.u_kv for row in exact.timeline) == u_kv  # the pool filled: eviction ran
+    # the 1 s grid's rows miss the token_usage peak (at 1.0); the report keeps it
+    assert max(row.token_usage for row in coarse.timeline) < usage == 1.0
