@@ -25,8 +25,7 @@ from kvctl.errors import InputError, IntegrityError
 from kvctl.replay.engine_setup import Deployment, engine_config
 from kvctl.replay.report import Integrity, LatencyCollector, ReplayReport, Utilization
 from kvctl.replay.peaks import PoolPeaks
-from kvctl.replay.timeline import (TimelineRecorder, TimelineRow, for_horizon, row_from,
-                                   time_weighted_mean)
+from kvctl.replay.timeline import TimelineRecorder, TimelineRow, for_horizon, row_from
 from kvctl.replay.workloads import open_workload
 from kvctl.util.pages import page_ceil
 
@@ -306,7 +305,8 @@ class _Loop:
         first = engine.snapshot(requests=False)
         self.clock_s = first.virtual_time_s
         self.peaks = PoolPeaks(first.ledger.pool_tokens)
-        self.peaks.observe(first.ledger.free_tokens, first.ledger.evictable_tokens)
+        self.peaks.observe(first.ledger.free_tokens, first.ledger.evictable_tokens,
+                          first.virtual_time_s)
         self.timeline.add(row_from(0, first, None))
 
     def on_step(self, report) -> None:
@@ -315,7 +315,7 @@ class _Loop:
         for record in report.finished:
             self.latency.add(record)
         self.finished += len(report.finished)
-        self.peaks.observe(report.free_tokens, report.evictable_tokens)
+        self.peaks.observe(report.free_tokens, report.evictable_tokens, report.clock_s)
         if self.timeline.wants_between(self.clock_s, report.clock_s):
             self._sample(report)
         self.clock_s = report.clock_s
@@ -342,7 +342,8 @@ class _Loop:
 
     def finish(self, steps: int, final) -> None:
         row = row_from(steps, final, None)
-        self.peaks.observe(final.ledger.free_tokens, final.ledger.evictable_tokens)
+        self.peaks.observe(final.ledger.free_tokens, final.ledger.evictable_tokens,
+                          final.virtual_time_s)
         self.timeline.finish(row)
         self.hit_rate = row.hit_rate_cumulative
 
@@ -372,13 +373,12 @@ def _final_integrity(engine, loop: _Loop):
 
 
 def _utilization(rows: list[TimelineRow], every_s: float, peaks: PoolPeaks) -> Utilization:
-    """Peaks over every step (`peaks`); means time-weighted over the sampled rows."""
-    times = [r.virtual_time_s for r in rows]
+    """Peaks and time-weighted means over every step (`peaks`, kvctl/replay/peaks.py)."""
     return Utilization(
         peak_kv_utilization=peaks.u_kv,
-        mean_kv_utilization=time_weighted_mean(times, [r.u_kv for r in rows]),
+        mean_kv_utilization=peaks.mean_u_kv,
         peak_token_usage=peaks.token_usage,
-        mean_token_usage=time_weighted_mean(times, [r.token_usage for r in rows]),
+        mean_token_usage=peaks.mean_token_usage,
         samples=len(rows),
         sample_every_s=every_s,
     )

@@ -174,18 +174,6 @@ class TimelineRecorder:
         return out
 
 
-def time_weighted_mean(times: list[float], values: list[float]) -> float:
-    """Mean of a step function sampled at `times` (each value holds until the next sample);
-    the plain mean when no virtual time passed."""
-    if not values:
-        return 0.0
-    span = times[-1] - times[0]
-    if span <= 0:
-        return sum(values) / len(values)
-    total = sum(values[i] * (times[i + 1] - times[i]) for i in range(len(values) - 1))
-    return total / span
-
-
 def to_csv(rows: list[TimelineRow]) -> str:
     """CSV text with a header row; floats printed with repr (round-trips exactly)."""
     buffer = io.StringIO()

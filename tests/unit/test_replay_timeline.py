@@ -13,7 +13,7 @@ from engine_adapter.snapshot import PoolLedger
 from kvctl.replay.peaks import PoolPeaks
 from kvctl.replay.report import percentiles
 from kvctl.replay.timeline import (COLUMNS, HORIZON_FILL, TimelineRecorder, TimelineRow, for_horizon,
-                                   time_weighted_mean, to_csv)
+                                   to_csv)
 
 pytestmark = pytest.mark.unit
 
@@ -174,16 +174,6 @@ def test_csv_has_a_header_and_one_line_per_row():
     assert table[2][COLUMNS.index("step")] == "5"
     assert table[2][COLUMNS.index("virtual_time_s")] == "0.5"
     assert len(table) == 3
-
-
-def test_time_weighted_mean_holds_each_value_until_the_next_sample():
-    """0.2 for 1 s then 0.8 for 3 s: (0.2 + 2.4) / 4 = 0.65; the last value has no width."""
-    assert time_weighted_mean([0.0, 1.0, 4.0], [0.2, 0.8, 0.1]) == pytest.approx(0.65)
-
-
-def test_time_weighted_mean_without_elapsed_time_is_the_plain_mean():
-    """All samples at one instant: the arithmetic mean."""
-    assert time_weighted_mean([2.0, 2.0], [0.2, 0.4]) == pytest.approx(0.3)
 
 
 def test_percentiles_interpolate_linearly():
