@@ -16,7 +16,11 @@ call edge:
 and prints each over the bare loop's time under the same profiler. cProfile inflates
 Python-heavy code more than native calls, so read the shares, not the absolute seconds.
 
-    .venv/bin/python benchmarks/replay_split.py [--limit 2000] [--pool default|0|TOKENS]
+`--timers` measures the same split without a profiler: perf_counter wrappers around the
+SGLang entry points kvctl calls (benchmarks/sglang_timers.py, outermost call only), with
+the loops running at full speed; the bare loop is timed plainly.
+
+    .venv/bin/python benchmarks/replay_split.py [--limit 2000] [--pool default|0|TOKENS] [--timers]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import argparse
 import cProfile
 import pstats
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,10 +63,18 @@ def profiled(fn) -> tuple[float, pstats.Stats]:
     return stats.total_tt, stats
 
 
+def timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=2000)
     parser.add_argument("--pool", default="default", help="default, 0 (unbounded) or tokens")
+    parser.add_argument("--timers", action="store_true",
+                        help="perf_counter wrappers instead of cProfile")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -74,14 +87,23 @@ def main() -> int:
     prepared = prepare(ReplaySettings(workload=str(TRACE), limit=args.limit, pool_tokens=pool))
     EmbeddedEngine(prepared.config)  # imports and first build outside the profile
     result: dict = {}
-    kvctl_s, stats = profiled(lambda: result.setdefault("doc", run(prepared).report.to_dict()))
-    in_sglang = sglang_call_seconds(stats)
+    if args.timers:
+        from sglang_timers import Timers
+
+        timers = Timers()
+        timers.install()
+        kvctl_s = timed(lambda: result.setdefault("doc", run(prepared).report.to_dict()))
+        timers.uninstall()
+        in_sglang, how = timers.seconds, f"timed by wrappers ({timers.calls:,} SGLang calls)"
+    else:
+        kvctl_s, stats = profiled(lambda: result.setdefault("doc", run(prepared).report.to_dict()))
+        in_sglang, how = sglang_call_seconds(stats), "all under cProfile"
     pool_tokens = result["doc"]["settings"]["pool_tokens"]
-    bare_loop.build(pool_tokens, prepared.config.page_size)  # warm, outside the profile
-    bare_s, _ = profiled(lambda: bare_loop.run(str(TRACE), pool_tokens, prepared.config.page_size,
-                                               args.limit))
+    bare_loop.build(pool_tokens, prepared.config.page_size)  # warm, outside the measurement
+    bare = lambda: bare_loop.run(str(TRACE), pool_tokens, prepared.config.page_size, args.limit)  # noqa: E731
+    bare_s = timed(bare) if args.timers else profiled(bare)[0]
     own = kvctl_s - in_sglang
-    print(f"first {args.limit} requests, pool {pool_tokens:,} tokens, all under cProfile")
+    print(f"first {args.limit} requests, pool {pool_tokens:,} tokens, {how}")
     print(f"  bare loop            {bare_s:7.1f} s   1.00")
     print(f"  kvctl replay (run)   {kvctl_s:7.1f} s   {kvctl_s / bare_s:5.2f}x bare")
     print(f"    SGLang's calls     {in_sglang:7.1f} s   {in_sglang / bare_s:5.2f}x bare "
