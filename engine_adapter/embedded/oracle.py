@@ -23,9 +23,9 @@ process).
     tokens:  | page 0 | page 1 | page 2 |tail|
     hashes:          h0       h1       h2        (tail pages are not reusable: not hashed)
 
-Memory: one Python int per remembered page per key in `_seen` (`remembered_pages`; about
-62 B each with the set slot, measured), plus a live request's prompt page hashes
-(`PageChain`: 8 B per page, dropped with the request).
+Memory: one uint64 slot per remembered page per key in `_seen` (`remembered_pages`), a
+`HashSet` (hash_set.py) kept at most half full: 16 to 24 B per page (`nbytes`), plus a live
+request's prompt page hashes (`PageChain`: 8 B per page, dropped with the request).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from engine_adapter.embedded.hash_set import HashSet
 from engine_adapter.embedded.page_hashes import PageChain, PrefixHasher
 
 NamespaceKey = tuple[str, int]  # (namespace label, model generation)
@@ -46,7 +47,7 @@ class ContentOracle:
         self.page_size = page_size
         rng = np.random.default_rng(seed ^ 0x5EED_CAFE)
         self._hasher = PrefixHasher(page_size, int(rng.integers(1, 2**62)) * 2 + 1)
-        self._seen: dict[NamespaceKey, set[int]] = {}
+        self._seen: dict[NamespaceKey, HashSet] = {}
 
     def record(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, upto: int,
                known: int = 0, chain: PageChain | None = None) -> None:
@@ -58,7 +59,10 @@ class ContentOracle:
         if chain is not None:
             start = self._unrecorded(chain, key, skip, min(trusted, n))
         if n > start:
-            self._seen.setdefault(key, set()).update(values[start:n].tolist())
+            seen = self._seen.get(key)
+            if seen is None:
+                seen = self._seen[key] = HashSet()
+            seen.add(values[start:n])
 
     @staticmethod
     def _unrecorded(chain: PageChain, key: NamespaceKey, skip: int, trusted: int) -> int:
@@ -99,23 +103,29 @@ class ContentOracle:
         return s_any * self.page_size, s_ns * self.page_size, s_sem * self.page_size
 
     @staticmethod
-    def _longest(seen: set[int] | None, values: np.ndarray, n: int) -> int:
-        """Number of leading page hashes of values[:n] present. Prefix-closed, so binary
-        search works."""
+    def _longest(seen: HashSet | None, values: np.ndarray, n: int) -> int:
+        """Number of leading page hashes of values[:n] present: one vectorized lookup, up
+        to the first absent one (a key's set is prefix-closed along a chain, but the
+        answer does not rely on it)."""
         if not seen:
             return 0
-        low, high = 0, n
-        while low < high:
-            mid = (low + high + 1) // 2
-            if values.item(mid - 1) in seen:
-                low = mid
-            else:
-                high = mid - 1
-        return low
+        present = seen.contains(values[:n])
+        first = int(present.argmin())  # the first False, or 0 when all are True
+        return first if not present[first] else n
 
     @property
     def remembered_pages(self) -> int:
         return sum(len(s) for s in self._seen.values())
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the remembered pages' sets hold (chains aside: they belong to requests)."""
+        return sum(s.nbytes for s in self._seen.values())
+
+    def remembered(self) -> dict[NamespaceKey, set[int]]:
+        """The remembered page hashes per key, as Python sets (tests, benchmarks: a copy
+        of about 60 B per page)."""
+        return {key: set(s.to_array().tolist()) for key, s in self._seen.items()}
 
 
 class NullOracle:
@@ -124,6 +134,7 @@ class NullOracle:
 
     page_size = 0
     remembered_pages = 0
+    nbytes = 0
 
     def record(self, key, tokens, upto, known: int = 0, chain=None) -> None:
         return None

@@ -1,0 +1,198 @@
+"""A compact set of 64-bit integers in numpy, for the content oracle's page hashes.
+
+Contract:
+
+    s = HashSet()
+    s.add(values)        -> int             how many of `values` were new (duplicates, also
+                                            within the batch, count once)
+    s.contains(values)   -> np.ndarray[bool] membership of each of `values`, same order
+    len(s), s.nbytes, s.to_array()          (members in no particular order)
+
+`values` is anything `np.asarray(..., dtype=np.uint64)` takes; every uint64 is a valid member,
+0 included. Both calls are vectorized: a batch costs a few numpy passes, not one Python step
+per value. There is no removal (the oracle's sets only grow).
+
+Layout: open addressing with linear probing over buckets of 8 slots (one 64-byte cache line),
+in one (buckets, 8) uint64 array, about 8 / load bytes per member (16 at the maximum load).
+
+    member v -> z = mix(v)               (a bijection of uint64; spreads values that agree in
+                                          their low or their high bits)
+             -> home bucket (z_hi32 * buckets) >> 32, then home + 1, + 2, ... (wrapping)
+
+    bucket:  [ z z z z z 0 0 0 ]   slots fill left to right; 0 = empty (the reserved value)
+
+The table stores z. z == 0 only for v == 0, which is kept in a flag instead. A bucket's slots
+fill from the left and nothing is removed, so a probe for z stops at the first bucket that
+holds it (present) or has an empty slot (absent). `add` dedupes the batch (sorted by z, so
+equal values are adjacent and, the home bucket being monotone in z, so are equal buckets),
+then probes in rounds: each round, every pending value whose bucket has room and lacks it
+takes the next free slot, ranked among the batch's values for that bucket; the rest step to
+the next bucket. One round places nearly every value below the maximum load of 0.5; the
+table grows by 1.5x (load 1/3 after) before a batch could pass it, rehashing in chunks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_U64 = np.uint64
+WIDTH = 8  # slots per bucket: 8 x 8 B = one cache line
+MAX_LOAD = 0.5  # members per slot before the table grows
+GROWTH = 1.5  # capacity factor of a rehash (load 1/3 right after)
+_REHASH_ROWS = 8192  # old buckets reinserted per round of a rehash (bounds its scratch memory)
+
+_MUL = 0x9E3779B97F4A7C15  # odd: 2^64 / golden ratio (Fibonacci hashing)
+_C, _C_INV = _U64(_MUL), _U64(pow(_MUL, -1, 2**64))
+
+
+def mix(values: np.ndarray) -> np.ndarray:
+    """v * C mod 2^64 (a new array): a bijection with mix(0) == 0 whose high bits depend on
+    every bit of v (values that agree in their low bits, or differ only there, spread)."""
+    return values * _C
+
+
+def unmix(z: np.ndarray) -> np.ndarray:
+    """The inverse of `mix`: z * C^-1 mod 2^64."""
+    return z * _C_INV
+
+
+class HashSet:
+    """A set of uint64, vectorized; see the module docstring for the contract and layout."""
+
+    __slots__ = ("_table", "_fill", "_buckets", "_scale", "_count", "_zero")
+
+    def __init__(self, capacity: int = 0) -> None:
+        """capacity: members it holds before its first growth."""
+        self._resize(max(1, math.ceil(capacity / (WIDTH * MAX_LOAD))))
+        self._count = 0  # nonzero members (in the table)
+        self._zero = False  # whether 0 is a member
+
+    def __len__(self) -> int:
+        return self._count + self._zero
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its arrays (the object's own few dozen bytes aside)."""
+        return self._table.nbytes + self._fill.nbytes
+
+    def add(self, values) -> int:
+        """Insert `values`; the number that were not members before."""
+        z = mix(_as_u64(values))
+        if not z.size:
+            return 0
+        z.sort()  # equal values adjacent (and 0 first)
+        if len(z) > 1:
+            step = z[1:] != z[:-1]
+            if not step.all():
+                z = z[np.concatenate(([True], step))]
+        added = 0
+        if z[0] == 0:
+            added = int(not self._zero)
+            self._zero = True
+            z = z[1:]
+        if z.size:
+            self._reserve(self._count + len(z))
+            b = self._home(z)
+            absent = ~self._find(z, b)
+            z, b = z[absent], b[absent]
+            self._place(z, b)
+            self._count += len(z)
+            added += len(z)
+        return added
+
+    def contains(self, values) -> np.ndarray:
+        """Membership of each of `values` (bool array of their length)."""
+        z = mix(_as_u64(values))
+        out = self._find(z, self._home(z))
+        zero = z == 0
+        if zero.any():
+            out[zero] = self._zero  # z == 0 matched an empty slot
+        return out
+
+    def to_array(self) -> np.ndarray:
+        """Every member (uint64), in no particular order."""
+        members = unmix(self._table[self._table != 0])
+        return np.append(members, _U64(0)) if self._zero else members
+
+    def _resize(self, buckets: int) -> None:
+        self._buckets = buckets
+        self._scale = (buckets - 0.5) / 2.0**64  # z * scale <= buckets - 0.5
+        self._table = np.zeros((buckets, WIDTH), dtype=_U64)
+        self._fill = np.zeros(buckets, dtype=np.uint8)  # slots used, from the left
+
+    def _home(self, z: np.ndarray) -> np.ndarray:
+        """Home bucket of each z: z scaled to [0, buckets) (float64: monotone in z, and the
+        product of the largest z stays at buckets - 0.5)."""
+        return (z * self._scale).astype(np.intp)
+
+    def _step(self, b: np.ndarray) -> np.ndarray:
+        """The next bucket of each (linear probing, wrapping), in place."""
+        b += 1
+        b[b == self._buckets] = 0
+        return b
+
+    def _find(self, z: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether each z is in the table, probing from bucket b (z == 0 reads as present
+        in any bucket with an empty slot: callers decide 0 themselves)."""
+        table = self._table
+        rows = table.take(b, axis=0)
+        out = _holds(rows, z)
+        going = ~out & (rows[:, -1] != 0)  # absent from a full bucket: it may sit further on
+        if not going.any():
+            return out
+        index = np.flatnonzero(going)
+        z, b = z[index], self._step(b[index])
+        while z.size:
+            rows = table.take(b, axis=0)
+            hit = _holds(rows, z)
+            out[index[hit]] = True
+            going = ~hit & (rows[:, -1] != 0)
+            index, z, b = index[going], z[going], self._step(b[going])
+        return out
+
+    def _place(self, z: np.ndarray, b: np.ndarray) -> None:
+        """Store distinct nonzero z, none in the table, probing from bucket b (the table has
+        room for all). Each round every pending z writes itself to the first free slot of
+        its bucket and reads it back: one per bucket wins (fill += 1), the others retry
+        there; a z whose bucket is full steps to the next one."""
+        flat, fill = self._table.reshape(-1), self._fill
+        while z.size:
+            used = fill[b]
+            full = used == WIDTH
+            if full.any():
+                b[full] = self._step(b[full])
+                free = np.flatnonzero(~full)
+            else:
+                free = None
+            zf, bf = (z, b) if free is None else (z[free], b[free])
+            slots = bf * WIDTH + (used if free is None else used[free])
+            flat[slots] = zf
+            won = flat[slots] == zf
+            fill[bf[won]] += 1  # winners: one per bucket (one value per slot, z distinct)
+            keep = np.ones(len(z), dtype=bool)
+            keep[won.nonzero()[0] if free is None else free[won]] = False
+            z, b = z[keep], b[keep]
+
+    def _reserve(self, members: int) -> None:
+        """Grow (rehash) so that `members` nonzero members stay within MAX_LOAD."""
+        if members <= MAX_LOAD * WIDTH * self._buckets:
+            return
+        old = self._table
+        self._resize(math.ceil(members * GROWTH / (MAX_LOAD * WIDTH)))
+        for start in range(0, len(old), _REHASH_ROWS):
+            rows = old[start : start + _REHASH_ROWS]
+            z = rows[rows != 0]
+            self._place(z, self._home(z))
+
+
+def _holds(rows: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Whether row i of a (n, 8) uint64 array holds z[i]: the 8 bools of a row read as one
+    uint64 (8 bytes), nonzero where any is True."""
+    return (rows == z[:, None]).view(_U64).reshape(-1) != 0
+
+
+def _as_u64(values) -> np.ndarray:
+    """A 1-D uint64 view or copy of `values`."""
+    return np.asarray(values, dtype=_U64).reshape(-1)
