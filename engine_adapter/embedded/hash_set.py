@@ -44,7 +44,9 @@ GROWTH = 1.5  # capacity factor of a rehash (load 1/3 right after)
 _REHASH_ROWS = 8192  # old buckets reinserted per round of a rehash (bounds its scratch memory)
 
 _MUL = 0x9E3779B97F4A7C15  # odd: 2^64 / golden ratio (Fibonacci hashing)
+_MASK = 2**64 - 1
 _C, _C_INV = _U64(_MUL), _U64(pow(_MUL, -1, 2**64))
+_S32 = _U64(32)
 
 
 def mix(values: np.ndarray) -> np.ndarray:
@@ -61,7 +63,7 @@ def unmix(z: np.ndarray) -> np.ndarray:
 class HashSet:
     """A set of uint64, vectorized; see the module docstring for the contract and layout."""
 
-    __slots__ = ("_table", "_fill", "_buckets", "_scale", "_count", "_zero")
+    __slots__ = ("_table", "_fill", "_buckets", "_count", "_zero")
 
     def __init__(self, capacity: int = 0) -> None:
         """capacity: members it holds before its first growth."""
@@ -102,6 +104,21 @@ class HashSet:
             added += len(z)
         return added
 
+    def __contains__(self, value: int) -> bool:
+        """Membership of one value: a scalar probe (about 1 us; `contains` for many)."""
+        z = (int(value) * _MUL) & _MASK
+        if z == 0:
+            return self._zero
+        table, buckets = self._table, self._buckets
+        b = ((z >> 32) * buckets) >> 32  # _home, in Python ints
+        while True:
+            row = table[b].tolist()
+            if z in row:
+                return True
+            if row[-1] == 0:
+                return False
+            b = b + 1 if b + 1 < buckets else 0
+
     def contains(self, values) -> np.ndarray:
         """Membership of each of `values` (bool array of their length)."""
         z = mix(_as_u64(values))
@@ -118,14 +135,13 @@ class HashSet:
 
     def _resize(self, buckets: int) -> None:
         self._buckets = buckets
-        self._scale = (buckets - 0.5) / 2.0**64  # z * scale <= buckets - 0.5
         self._table = np.zeros((buckets, WIDTH), dtype=_U64)
         self._fill = np.zeros(buckets, dtype=np.uint8)  # slots used, from the left
 
     def _home(self, z: np.ndarray) -> np.ndarray:
-        """Home bucket of each z: z scaled to [0, buckets) (float64: monotone in z, and the
-        product of the largest z stays at buckets - 0.5)."""
-        return (z * self._scale).astype(np.intp)
+        """Home bucket of each z: its high 32 bits scaled to [0, buckets), exactly in
+        integers (monotone in z; buckets < 2^32)."""
+        return (((z >> _S32) * _U64(self._buckets)) >> _S32).astype(np.intp)
 
     def _step(self, b: np.ndarray) -> np.ndarray:
         """The next bucket of each (linear probing, wrapping), in place."""
@@ -152,28 +168,40 @@ class HashSet:
             index, z, b = index[going], z[going], self._step(b[going])
         return out
 
-    def _place(self, z: np.ndarray, b: np.ndarray) -> None:
+    def _place(self, z: np.ndarray, b: np.ndarray, ordered: bool = True) -> None:
         """Store distinct nonzero z, none in the table, probing from bucket b (the table has
-        room for all). Each round every pending z writes itself to the first free slot of
-        its bucket and reads it back: one per bucket wins (fill += 1), the others retry
-        there; a z whose bucket is full steps to the next one."""
+        room for all); ordered: b is ascending. Each round ranks the z of each bucket (0, 1,
+        ... in bucket order) and writes rank r to the bucket's r-th free slot; those past
+        its last slot step to the next bucket for another round (rare below MAX_LOAD)."""
         flat, fill = self._table.reshape(-1), self._fill
         while z.size:
-            used = fill[b]
-            full = used == WIDTH
-            if full.any():
-                b[full] = self._step(b[full])
-                free = np.flatnonzero(~full)
+            if not ordered:
+                order = np.argsort(b, kind="stable")
+                z, b = z[order], b[order]
+            slot = fill.take(b).astype(np.intp)
+            last = None  # the last z of each bucket's run: all of them when none repeats
+            if len(b) > 1:
+                change = b[1:] != b[:-1]
+                if not change.all():
+                    pos = np.arange(len(b))
+                    first = np.concatenate(([True], change))
+                    slot += pos - np.maximum.accumulate(np.where(first, pos, 0))
+                    last = np.concatenate((change, [True]))
+            fits = slot < WIDTH
+            every = bool(fits.all())
+            cells = b * WIDTH + slot
+            if every:
+                flat[cells] = z
             else:
-                free = None
-            zf, bf = (z, b) if free is None else (z[free], b[free])
-            slots = bf * WIDTH + (used if free is None else used[free])
-            flat[slots] = zf
-            won = flat[slots] == zf
-            fill[bf[won]] += 1  # winners: one per bucket (one value per slot, z distinct)
-            keep = np.ones(len(z), dtype=bool)
-            keep[won.nonzero()[0] if free is None else free[won]] = False
-            z, b = z[keep], b[keep]
+                flat[cells[fits]] = z[fits]
+            if last is None:
+                fill[b] = np.minimum(slot + 1, WIDTH)
+            else:
+                fill[b[last]] = np.minimum(slot[last] + 1, WIDTH)
+            if every:
+                return
+            z, b = z[~fits], self._step(b[~fits])
+            ordered = False
 
     def _reserve(self, members: int) -> None:
         """Grow (rehash) so that `members` nonzero members stay within MAX_LOAD."""
@@ -184,6 +212,7 @@ class HashSet:
         for start in range(0, len(old), _REHASH_ROWS):
             rows = old[start : start + _REHASH_ROWS]
             z = rows[rows != 0]
+            z.sort(kind="stable")  # runs already: old buckets ascend in z (timsort: linear)
             self._place(z, self._home(z))
 
 

@@ -104,14 +104,19 @@ class ContentOracle:
 
     @staticmethod
     def _longest(seen: HashSet | None, values: np.ndarray, n: int) -> int:
-        """Number of leading page hashes of values[:n] present: one vectorized lookup, up
-        to the first absent one (a key's set is prefix-closed along a chain, but the
-        answer does not rely on it)."""
+        """Number of leading page hashes of values[:n] present. Prefix-closed (a record's
+        `known` is a prefix its key already holds), so binary search works: about log2(n)
+        scalar probes of ~1 us, where one vectorized lookup of all n costs ~6x more."""
         if not seen:
             return 0
-        present = seen.contains(values[:n])
-        first = int(present.argmin())  # the first False, or 0 when all are True
-        return first if not present[first] else n
+        low, high = 0, n
+        while low < high:
+            mid = (low + high + 1) // 2
+            if values.item(mid - 1) in seen:
+                low = mid
+            else:
+                high = mid - 1
+        return low
 
     @property
     def remembered_pages(self) -> int:

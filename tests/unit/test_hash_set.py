@@ -19,11 +19,13 @@ U64_MAX = 2**64 - 1
 
 
 def check_equal(s: HashSet, ref: set[int], probes: list[int]) -> None:
-    """Same members, same size, same answers on `probes` (members and not)."""
+    """Same members, same size, same answers on `probes` (members and not), from the
+    vectorized `contains` and from the scalar `in`."""
     assert len(s) == len(ref)
     assert sorted(s.to_array().tolist()) == sorted(ref)
-    got = s.contains(np.array(probes, dtype=np.uint64)).tolist()
-    assert got == [p in ref for p in probes]
+    want = [p in ref for p in probes]
+    assert s.contains(np.array(probes, dtype=np.uint64)).tolist() == want
+    assert [p in s for p in probes] == want
 
 
 # A batch: values from one of a few families, the ones that stress a hash table.
@@ -98,6 +100,7 @@ def test_the_reserved_value_is_a_member_like_any_other():
     assert s.add([0]) == 0
     assert len(s) == 2
     assert s.contains([0, 5, 6]).tolist() == [True, True, False]
+    assert [0 in s, 5 in s, 6 in s] == [True, True, False]
     assert sorted(s.to_array().tolist()) == [0, 5]
 
 
@@ -113,6 +116,7 @@ def test_one_home_bucket_overflows_into_a_probe_chain():
     assert s.add(members) == 200
     assert s.contains(members).all()
     assert not s.contains(absent).any()
+    assert all(int(v) in s for v in members) and not any(int(v) in s for v in absent)
     assert int(s._fill[homes[0] : homes[0] + 200 // WIDTH].min()) == WIDTH
 
 
@@ -126,6 +130,7 @@ def test_probe_chains_wrap_from_the_last_bucket_to_the_first():
     assert s._fill[0] == WIDTH  # wrapped
     assert s.contains(members).all()
     assert not s.contains(unmix(z[1::2])).any()
+    assert all(int(v) in s for v in members) and not any(int(v) in s for v in unmix(z[1::2]))
 
 
 def test_mix_is_a_bijection_fixing_zero():
