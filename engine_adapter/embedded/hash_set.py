@@ -25,10 +25,13 @@ The table stores z. z == 0 only for v == 0, which is kept in a flag instead. A b
 fill from the left and nothing is removed, so a probe for z stops at the first bucket that
 holds it (present) or has an empty slot (absent). `add` dedupes the batch (sorted by z, so
 equal values are adjacent and, the home bucket being monotone in z, so are equal buckets),
-then probes in rounds: each round, every pending value whose bucket has room and lacks it
-takes the next free slot, ranked among the batch's values for that bucket; the rest step to
-the next bucket. One round places nearly every value below the maximum load of 0.5; the
-table grows by 1.5x (load 1/3 after) before a batch could pass it, rehashing in chunks.
+then probes in rounds, each one gather of the pending values' buckets: a value found is
+done; one absent from a bucket with room takes its next free slot, ranked among the batch's
+values for that bucket; the rest step to the next bucket. One round places nearly every
+value below the maximum load of 0.5; the table grows by 1.5x (load 1/3 after) before a
+batch could pass it, rehashing in chunks of old buckets (runs of ascending z already).
+`x in s` probes one value in Python (about 1 us: a binary search's few lookups; a vectorized
+call costs ~20 us whatever its size).
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def unmix(z: np.ndarray) -> np.ndarray:
 class HashSet:
     """A set of uint64, vectorized; see the module docstring for the contract and layout."""
 
-    __slots__ = ("_table", "_fill", "_buckets", "_count", "_zero")
+    __slots__ = ("_table", "_buckets", "_count", "_zero")
 
     def __init__(self, capacity: int = 0) -> None:
         """capacity: members it holds before its first growth."""
@@ -76,15 +79,15 @@ class HashSet:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of its arrays (the object's own few dozen bytes aside)."""
-        return self._table.nbytes + self._fill.nbytes
+        """Bytes of the table (the object's own few dozen bytes aside)."""
+        return self._table.nbytes
 
     def add(self, values) -> int:
         """Insert `values`; the number that were not members before."""
         z = mix(_as_u64(values))
         if not z.size:
             return 0
-        z.sort()  # equal values adjacent (and 0 first)
+        z.sort()  # equal values adjacent (and 0 first), home buckets ascending
         if len(z) > 1:
             step = z[1:] != z[:-1]
             if not step.all():
@@ -96,12 +99,9 @@ class HashSet:
             z = z[1:]
         if z.size:
             self._reserve(self._count + len(z))
-            b = self._home(z)
-            absent = ~self._find(z, b)
-            z, b = z[absent], b[absent]
-            self._place(z, b)
-            self._count += len(z)
-            added += len(z)
+            placed = self._insert(z, probe=True)
+            self._count += placed
+            added += placed
         return added
 
     def __contains__(self, value: int) -> bool:
@@ -122,40 +122,15 @@ class HashSet:
     def contains(self, values) -> np.ndarray:
         """Membership of each of `values` (bool array of their length)."""
         z = mix(_as_u64(values))
-        out = self._find(z, self._home(z))
-        zero = z == 0
-        if zero.any():
-            out[zero] = self._zero  # z == 0 matched an empty slot
-        return out
-
-    def to_array(self) -> np.ndarray:
-        """Every member (uint64), in no particular order."""
-        members = unmix(self._table[self._table != 0])
-        return np.append(members, _U64(0)) if self._zero else members
-
-    def _resize(self, buckets: int) -> None:
-        self._buckets = buckets
-        self._table = np.zeros((buckets, WIDTH), dtype=_U64)
-        self._fill = np.zeros(buckets, dtype=np.uint8)  # slots used, from the left
-
-    def _home(self, z: np.ndarray) -> np.ndarray:
-        """Home bucket of each z: its high 32 bits scaled to [0, buckets), exactly in
-        integers (monotone in z; buckets < 2^32)."""
-        return (((z >> _S32) * _U64(self._buckets)) >> _S32).astype(np.intp)
-
-    def _step(self, b: np.ndarray) -> np.ndarray:
-        """The next bucket of each (linear probing, wrapping), in place."""
-        b += 1
-        b[b == self._buckets] = 0
-        return b
-
-    def _find(self, z: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Whether each z is in the table, probing from bucket b (z == 0 reads as present
-        in any bucket with an empty slot: callers decide 0 themselves)."""
         table = self._table
+        b = self._home(z)
         rows = table.take(b, axis=0)
         out = _holds(rows, z)
         going = ~out & (rows[:, -1] != 0)  # absent from a full bucket: it may sit further on
+        zero = z == 0
+        if zero.any():
+            out[zero] = self._zero  # z == 0 matched an empty slot
+            going &= ~zero
         if not going.any():
             return out
         index = np.flatnonzero(going)
@@ -168,40 +143,65 @@ class HashSet:
             index, z, b = index[going], z[going], self._step(b[going])
         return out
 
-    def _place(self, z: np.ndarray, b: np.ndarray, ordered: bool = True) -> None:
-        """Store distinct nonzero z, none in the table, probing from bucket b (the table has
-        room for all); ordered: b is ascending. Each round ranks the z of each bucket (0, 1,
-        ... in bucket order) and writes rank r to the bucket's r-th free slot; those past
-        its last slot step to the next bucket for another round (rare below MAX_LOAD)."""
-        flat, fill = self._table.reshape(-1), self._fill
+    def to_array(self) -> np.ndarray:
+        """Every member (uint64), in no particular order."""
+        members = unmix(self._table[self._table != 0])
+        return np.append(members, _U64(0)) if self._zero else members
+
+    def _resize(self, buckets: int) -> None:
+        self._buckets = buckets
+        self._table = np.zeros((buckets, WIDTH), dtype=_U64)
+
+    def _home(self, z: np.ndarray) -> np.ndarray:
+        """Home bucket of each z: its high 32 bits scaled to [0, buckets), exactly in
+        integers (monotone in z; buckets < 2^32)."""
+        return (((z >> _S32) * _U64(self._buckets)) >> _S32).astype(np.intp)
+
+    def _step(self, b: np.ndarray) -> np.ndarray:
+        """The next bucket of each (linear probing, wrapping), in place."""
+        b += 1
+        b[b == self._buckets] = 0
+        return b
+
+    def _insert(self, z: np.ndarray, probe: bool) -> int:
+        """Store distinct nonzero z, sorted (the table has room for all); how many were
+        absent. probe=False: none is in the table (a rehash), so skip looking for them.
+        Each round gathers the pending values' buckets once: found values are done; the
+        absent ones of a bucket with room are ranked (0, 1, ... in bucket order) and rank r
+        takes its r-th free slot; those past its last slot, and those whose bucket is full,
+        step to the next bucket for another round."""
+        table = self._table
+        flat = table.reshape(-1)
+        b = self._home(z)
+        ordered = True  # b ascending: z sorted, none stepped yet
+        placed = 0
         while z.size:
             if not ordered:
                 order = np.argsort(b, kind="stable")
                 z, b = z[order], b[order]
-            slot = fill.take(b).astype(np.intp)
-            last = None  # the last z of each bucket's run: all of them when none repeats
-            if len(b) > 1:
-                change = b[1:] != b[:-1]
-                if not change.all():
-                    pos = np.arange(len(b))
-                    first = np.concatenate(([True], change))
-                    slot += pos - np.maximum.accumulate(np.where(first, pos, 0))
-                    last = np.concatenate((change, [True]))
-            fits = slot < WIDTH
-            every = bool(fits.all())
-            cells = b * WIDTH + slot
-            if every:
-                flat[cells] = z
-            else:
-                flat[cells[fits]] = z[fits]
-            if last is None:
-                fill[b] = np.minimum(slot + 1, WIDTH)
-            else:
-                fill[b[last]] = np.minimum(slot[last] + 1, WIDTH)
-            if every:
-                return
-            z, b = z[~fits], self._step(b[~fits])
+            rows = table.take(b, axis=0)
+            used = np.bitwise_count((rows != 0).view(_U64).reshape(-1)).astype(np.intp)
+            if probe:
+                used[_holds(rows, z)] = WIDTH + 1  # found: never placed, never stepped
+            room = used < WIDTH
+            if room.all():
+                slot = used + _ranks(b)
+                fits = slot < WIDTH
+                flat[(b * WIDTH + slot)[fits]] = z[fits]
+                going = ~fits
+            else:  # rank only the values that may take a slot (no gap in a bucket)
+                index = np.flatnonzero(room)
+                slot = used[index] + _ranks(b[index])
+                fits = slot < WIDTH
+                flat[(b[index] * WIDTH + slot)[fits]] = z[index[fits]]
+                going = used == WIDTH  # absent from a full bucket
+                going[index[~fits]] = True
+            placed += int(np.count_nonzero(fits))
+            if not going.any():
+                return placed
+            z, b = z[going], self._step(b[going])
             ordered = False
+        return placed
 
     def _reserve(self, members: int) -> None:
         """Grow (rehash) so that `members` nonzero members stay within MAX_LOAD."""
@@ -213,13 +213,27 @@ class HashSet:
             rows = old[start : start + _REHASH_ROWS]
             z = rows[rows != 0]
             z.sort(kind="stable")  # runs already: old buckets ascend in z (timsort: linear)
-            self._place(z, self._home(z))
+            self._insert(z, probe=False)
 
 
 def _holds(rows: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Whether row i of a (n, 8) uint64 array holds z[i]: the 8 bools of a row read as one
     uint64 (8 bytes), nonzero where any is True."""
     return (rows == z[:, None]).view(_U64).reshape(-1) != 0
+
+
+def _ranks(b: np.ndarray) -> np.ndarray:
+    """For ascending b: how many earlier entries equal each (0, 1, ...); 0 (a scalar) when
+    all differ."""
+    n = len(b)
+    if n < 2:
+        return 0
+    change = b[1:] != b[:-1]
+    if change.all():
+        return 0
+    pos = np.arange(n)
+    first = np.concatenate(([True], change))
+    return pos - np.maximum.accumulate(np.where(first, pos, 0))
 
 
 def _as_u64(values) -> np.ndarray:
