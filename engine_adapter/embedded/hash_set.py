@@ -6,17 +6,21 @@ Contract:
     s.add(values)        -> int             how many of `values` were new (duplicates, also
                                             within the batch, count once)
     s.contains(values)   -> np.ndarray[bool] membership of each of `values`, same order
+    value in s           -> bool             one value (a scalar probe in Python)
     len(s), s.nbytes, s.to_array()          (members in no particular order)
 
 `values` is anything `np.asarray(..., dtype=np.uint64)` takes; every uint64 is a valid member,
-0 included. Both calls are vectorized: a batch costs a few numpy passes, not one Python step
-per value. There is no removal (the oracle's sets only grow).
+0 included. `add` and `contains` are vectorized: a batch costs a few dozen numpy calls (about
+20 us here whatever its size, plus one cache line per value), not one Python step per value;
+`in` costs about 1 us (the right tool for a binary search's few lookups). There is no removal
+(the oracle's sets only grow).
 
 Layout: open addressing with linear probing over buckets of 8 slots (one 64-byte cache line),
 in one (buckets, 8) uint64 array, about 8 / load bytes per member (16 at the maximum load).
 
-    member v -> z = mix(v)               (a bijection of uint64; spreads values that agree in
-                                          their low or their high bits)
+    member v -> z = mix(v) = v * C mod 2^64  (C odd: a bijection; z's high bits depend on
+                                              every bit of v, so values that agree in their
+                                              low or high bits still spread)
              -> home bucket (z_hi32 * buckets) >> 32, then home + 1, + 2, ... (wrapping)
 
     bucket:  [ z z z z z 0 0 0 ]   slots fill left to right; 0 = empty (the reserved value)
@@ -27,11 +31,10 @@ holds it (present) or has an empty slot (absent). `add` dedupes the batch (sorte
 equal values are adjacent and, the home bucket being monotone in z, so are equal buckets),
 then probes in rounds, each one gather of the pending values' buckets: a value found is
 done; one absent from a bucket with room takes its next free slot, ranked among the batch's
-values for that bucket; the rest step to the next bucket. One round places nearly every
-value below the maximum load of 0.5; the table grows by 1.5x (load 1/3 after) before a
-batch could pass it, rehashing in chunks of old buckets (runs of ascending z already).
-`x in s` probes one value in Python (about 1 us: a binary search's few lookups; a vectorized
-call costs ~20 us whatever its size).
+values for that bucket; the rest step to the next bucket. Below the maximum load of 0.5
+the first round settles nearly every value (a few in full buckets take one or two more); the
+table grows by 1.5x (load 1/3 after) before a batch could pass it, rehashing in chunks of old
+buckets (runs of ascending z already).
 """
 
 from __future__ import annotations
