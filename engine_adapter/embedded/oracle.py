@@ -40,7 +40,7 @@ from engine_adapter.embedded.hash_set import HashSet
 from engine_adapter.embedded.page_hashes import PageChain, PrefixHasher
 
 NamespaceKey = tuple[str, int]  # (namespace label, model generation)
-PENDING_PAGES = 1 << 16  # recorded pages held before their add (512 KB of views at most)
+PENDING_PAGES = 1 << 16  # recorded pages queued (views; their arrays live until the add)
 
 
 class ContentOracle:
@@ -125,7 +125,8 @@ class ContentOracle:
     def _longest(seen: HashSet | None, values: np.ndarray, n: int) -> int:
         """Number of leading page hashes of values[:n] present. Prefix-closed (a record's
         `known` is a prefix its key already holds), so binary search works: about log2(n)
-        scalar probes of ~1 us, where one vectorized lookup of all n costs ~6x more."""
+        scalar probes of ~1 us (12 us a call on the shipped trace, where one vectorized
+        lookup of all n pages costs ~80 us)."""
         if not seen:
             return 0
         low, high = 0, n
