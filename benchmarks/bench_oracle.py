@@ -12,8 +12,9 @@ call, so neither always runs on a warm cache). Baselines:
                every token on every call)
 
 Prints calls; per call kind, thread CPU seconds and wall (perf_counter) seconds of each and
-their ratio; the remembered pages and the bytes each side's sets hold (current:
-`ContentOracle.nbytes`; Python sets: the sets and their int objects, sys.getsizeof).
+their ratio (the current oracle's records only queue pages: its lengths calls include adding
+them, so compare the totals); the remembered pages and the bytes each side's sets hold
+(current: `ContentOracle.nbytes`; Python sets: the sets and their int objects, getsizeof).
 
     .venv/bin/python benchmarks/bench_oracle.py [--limit 500] [--pool-tokens 0]
         [--against sets|per-token]
