@@ -79,7 +79,7 @@ def check(shadow: Shadow) -> None:
     assert shadow.chained == len(shadow.admissions) + shadow.records
     differing = [i for i, (got, want) in enumerate(shadow.admissions) if got != want]
     assert differing == [], f"{len(differing)} differ, first {shadow.admissions[differing[0]]}"
-    assert shadow.oracle._seen == shadow.reference._seen
+    assert shadow.oracle.remembered() == shadow.reference._seen
 
 
 @pytest.mark.parametrize("page_size", [16, 1024])

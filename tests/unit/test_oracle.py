@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine_adapter.embedded import oracle as oracle_module
 from engine_adapter.embedded.oracle import ContentOracle, NullOracle
 from engine_adapter.embedded.page_hashes import PageChain, expand_blocks
 from tests.support.reference_oracle import ReferenceOracle
@@ -82,6 +83,22 @@ def test_prefix_of_a_recorded_sequence_matches_regardless_of_its_own_tail():
     oracle.record(ACME0, PROMPT, 100)
     shorter = np.concatenate([PROMPT[:48], np.arange(5_000, 5_030)])
     assert oracle.lengths(ACME0, shorter, len(shorter) - 1) == (48, 48, 48)
+
+
+def test_queued_records_are_added_before_any_question(monkeypatch):
+    """Records only queue their pages; past PENDING_PAGES (here 8) they are added at once,
+    and any question (lengths, remembered_pages) adds the rest first."""
+    monkeypatch.setattr(oracle_module, "PENDING_PAGES", 8)
+    oracle = ContentOracle(16)
+    oracle.record(ACME0, PROMPT, 100)  # 6 pages: queued
+    assert oracle._pending and not oracle._seen
+    oracle.record(GLOBEX0, PROMPT, 48)  # 9 pages in all: added
+    assert not oracle._pending and {k: len(s) for k, s in oracle._seen.items()} == {
+        ACME0: 6, GLOBEX0: 3}
+    oracle.record(ACME1, PROMPT, 32)
+    assert oracle.lengths(ACME1, PROMPT, 99) == (96, 96, 32)
+    oracle.record(ACME1, PROMPT, 64, known=32)
+    assert oracle.remembered_pages == 6 + 3 + 4
 
 
 def test_partial_page_is_never_remembered():
@@ -170,7 +187,7 @@ def test_random_call_sequences_equal_the_per_token_reference():
             answers.append((got, ref.lengths(key, fill, upto)))
     assert [a for a, b in answers] == [b for a, b in answers]
     assert any(a != (0, 0, 0) for a, _ in answers)
-    assert oracle._seen == ref._seen
+    assert oracle.remembered() == ref._seen
 
 
 def _paired(page_size: int = 16):
@@ -187,7 +204,7 @@ def test_a_later_record_from_an_earlier_page_adds_the_pages_skipped_before():
     for known in (16, 0):
         oracle.record(ACME0, prompt, 640, known=known, chain=chain)
         ref.record(ACME0, prompt, 640, known=known)
-    assert oracle._seen == ref._seen
+    assert oracle.remembered() == ref._seen
     assert oracle.lengths(ACME0, prompt, 1023) == (640, 640, 640)
 
 
@@ -202,5 +219,5 @@ def test_a_fill_that_left_the_prompt_is_recorded_in_full_again():
     for fill in (prompt, other):
         oracle.record(ACME0, fill, 640, chain=chain)
         ref.record(ACME0, fill, 640)
-    assert oracle._seen == ref._seen
+    assert oracle.remembered() == ref._seen
     assert oracle.remembered_pages == 80
