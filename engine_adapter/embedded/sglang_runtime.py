@@ -106,9 +106,6 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         from engine_adapter.embedded.alloc_kernel import install
 
         install()
-    from engine_adapter.embedded import heap
-
-    heap.tune()  # large buffers off the glibc heap: it fragmented to 2.5x live (heap.py)
     # One torch thread: the CPU pool ops are small and a second thread only contends
     # (replay sweeps parallelize across processes instead).
     torch.set_num_threads(1)
