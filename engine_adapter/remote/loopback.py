@@ -200,6 +200,19 @@ class LoopbackServer:
         if self._metrics:
             self._log_stats()
 
+    def wait_published(self, timeout_s: float = 10.0) -> bool:
+        """Block until SGLang's publisher thread has sent and buffered every batch `step`
+        queued (its queue drained); True if it did within `timeout_s`. `publish` only
+        enqueues, so a subscriber attaching right after a step may otherwise find the replay
+        buffer behind (seen under load: a buffer that had not rolled over yet)."""
+        queue = self._publisher._event_queue  # SGLang 0.5.23's queue; task_done per batch
+        deadline = time.monotonic() + timeout_s
+        while queue.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
     # ---- faults ---------------------------------------------------------------------------
 
     def restart_publisher(self) -> None:

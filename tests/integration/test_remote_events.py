@@ -218,6 +218,7 @@ def test_late_attach_after_buffer_rollover_is_incomplete_until_clear(loopback_cl
         srv.flush()  # seq 0 is the cache's initial AllBlocksCleared; this is seq 1
         for _ in range(3):
             srv.serve(prompt(PAGE))
+        assert srv.wait_published()  # the buffer has rolled over before the stream attaches
         stream = open_stream(srv.kv_endpoint, srv)
         try:
             assert caught_up(stream, srv)
