@@ -66,10 +66,14 @@ class ContentOracle:
         if chain is not None:
             start = self._unrecorded(chain, key, skip, min(trusted, n))
         if n > start:
-            self._pending.setdefault(key, []).append(values[start:n])  # read-only arrays
-            self._pending_pages += n - start
-            if self._pending_pages > PENDING_PAGES:
-                self._flush()
+            self._store(key, values[start:n])
+
+    def _store(self, key: NamespaceKey, pages: np.ndarray) -> None:
+        """Queue new page hashes of `key` (read-only arrays) for its set."""
+        self._pending.setdefault(key, []).append(pages)
+        self._pending_pages += len(pages)
+        if self._pending_pages > PENDING_PAGES:
+            self._flush()
 
     def _flush(self) -> None:
         """Adds the pending pages to their keys' sets."""
