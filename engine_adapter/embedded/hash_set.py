@@ -5,12 +5,11 @@ Contract:
     s = HashSet()
     s.add(values)        -> int             how many of `values` were new (duplicates, also
                                             within the batch, count once)
-    s.contains(values)   -> np.ndarray[bool] membership of each of `values`, same order
     value in s           -> bool             one value (a scalar probe in Python)
     len(s), s.nbytes, s.to_array()          (members in no particular order)
 
 `values` is anything `np.asarray(..., dtype=np.uint64)` takes; every uint64 is a valid member,
-0 included. `add` and `contains` are vectorized: a batch costs a few dozen numpy calls (about
+0 included. `add` is vectorized: a batch costs a few dozen numpy calls (about
 20 us here whatever its size, plus one cache line per value), not one Python step per value;
 `in` costs about 1 us (the right tool for a binary search's few lookups). There is no removal
 (the oracle's sets only grow).
@@ -108,7 +107,7 @@ class HashSet:
         return added
 
     def __contains__(self, value: int) -> bool:
-        """Membership of one value: a scalar probe (about 1 us; `contains` for many)."""
+        """Membership of one value: a scalar probe (about 1 us)."""
         z = (int(value) * _MUL) & _MASK
         if z == 0:
             return self._zero
@@ -121,30 +120,6 @@ class HashSet:
             if row[-1] == 0:
                 return False
             b = b + 1 if b + 1 < buckets else 0
-
-    def contains(self, values) -> np.ndarray:
-        """Membership of each of `values` (bool array of their length)."""
-        z = mix(_as_u64(values))
-        table = self._table
-        b = self._home(z)
-        rows = table.take(b, axis=0)
-        out = _holds(rows, z)
-        going = ~out & (rows[:, -1] != 0)  # absent from a full bucket: it may sit further on
-        zero = z == 0
-        if zero.any():
-            out[zero] = self._zero  # z == 0 matched an empty slot
-            going &= ~zero
-        if not going.any():
-            return out
-        index = np.flatnonzero(going)
-        z, b = z[index], self._step(b[index])
-        while z.size:
-            rows = table.take(b, axis=0)
-            hit = _holds(rows, z)
-            out[index[hit]] = True
-            going = ~hit & (rows[:, -1] != 0)
-            index, z, b = index[going], z[going], self._step(b[going])
-        return out
 
     def to_array(self) -> np.ndarray:
         """Every member (uint64), in no particular order."""

@@ -44,7 +44,7 @@ class PoolPeaks:
         self._sum_u_kv = self._sum_usage = 0.0
         self._count = 0
 
-    def observe(self, free_tokens: int, evictable_tokens: int, clock_s: float = 0.0) -> None:
+    def observe(self, free_tokens: int, evictable_tokens: int, clock_s: float) -> None:
         """One step's end state at virtual time `clock_s`."""
         if free_tokens < self._least_free:
             self._least_free = free_tokens

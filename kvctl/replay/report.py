@@ -79,9 +79,9 @@ class ModeledLatency:
 @dataclass(frozen=True, kw_only=True)
 class Utilization:
     """U_KV (seed 003 eq. 8, evictable counts as used) next to SGLang's token_usage
-    (evictable counts as free): peak over every step, time-weighted mean over the sampled
-    steps. sample_every_s: the virtual-time grid of the samples, 0.0 when every step was
-    sampled (then the means are exact too)."""
+    (evictable counts as free): peak and time-weighted mean over every step
+    (kvctl/replay/peaks.py), whatever the sampling. samples / sample_every_s: the timeline's
+    rows and their virtual-time grid, 0.0 when every step was sampled."""
 
     peak_kv_utilization: float
     mean_kv_utilization: float

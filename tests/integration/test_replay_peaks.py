@@ -75,3 +75,27 @@ def test_report_peaks_are_every_steps_whatever_the_sampling(every_step):
     assert max(row.u_kv for row in exact.timeline) == u_kv  # the pool filled: eviction ran
     # the 1 s grid's rows miss the token_usage peak (at 1.0); the report keeps it
     assert max(row.token_usage for row in coarse.timeline) < usage == 1.0
+
+
+def test_report_means_are_every_steps_integral_whatever_the_sampling(every_step):
+    """Mean U_KV and token_usage: each step's end state held until the next step's end,
+    integrated over virtual time; the same for the every-step and the 1 s timelines."""
+    from kvctl.replay.peaks import PoolPeaks
+
+    pool = every_step[0][1].pool_tokens
+    gauges = PoolPeaks(pool)
+    exact = run(prepare(ReplaySettings(workload=SCENARIO)), timeline_every_s=0.0)
+    coarse = run(prepare(ReplaySettings(workload=SCENARIO)), timeline_every_s=1.0)
+    first = exact.timeline[0]
+    gauges.observe(first.free_tokens, first.evictable_tokens, first.virtual_time_s)
+    for report, _ in every_step:
+        gauges.observe(report.free_tokens, report.evictable_tokens, report.clock_s)
+    last = exact.timeline[-1]
+    gauges.observe(last.free_tokens, last.evictable_tokens, last.virtual_time_s)
+    span = last.virtual_time_s - first.virtual_time_s
+    assert span > 0
+    for result in (exact, coarse):
+        utilization = result.report.utilization
+        assert utilization.mean_kv_utilization == pytest.approx(gauges.mean_u_kv, rel=1e-12)
+        assert utilization.mean_token_usage == pytest.approx(gauges.mean_token_usage, rel=1e-12)
+    assert 0 < exact.report.utilization.mean_token_usage < exact.report.utilization.peak_token_usage

@@ -148,8 +148,8 @@ def test_pool_peaks_are_the_ledgers_formulas_at_the_least_free_and_least_unused(
     the pool ledger computes for that step."""
     steps = [(600, 100), (200, 500), (300, 50)]
     peaks = PoolPeaks(1000)
-    for free, evictable in steps:
-        peaks.observe(free, evictable)
+    for clock, (free, evictable) in enumerate(steps):
+        peaks.observe(free, evictable, float(clock))
     ledgers = [PoolLedger(page_size=16, pool_tokens=1000, free_tokens=f, evictable_tokens=e,
                           used_tokens=1000 - f - e, protected_tokens=0, private_tokens=1000 - f - e)
                for f, e in steps]
