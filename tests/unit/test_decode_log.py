@@ -1,12 +1,9 @@
-"""DecodeLog: shared step clocks, ITL materialized on leave, finish buckets.
-
-The log reads only `rid`, `sampling_params.max_new_tokens` and `output_ids` of a request,
-so these tests give it plain stand-ins for SGLang's `Req` (the engine-level behaviour with
-real `Req`s is covered by the replay fidelity tests)."""
+"""DecodeLog: shared step clocks, ITL materialized on leave, finish buckets, over real
+SGLang `Req`s (the log reads their rid, max_new_tokens and output_ids)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from array import array
 
 import numpy as np
 import pytest
@@ -19,9 +16,20 @@ pytestmark = pytest.mark.unit
 
 
 def tracked(rid: str, max_new: int, out: int = 1, first_s: float = 0.0) -> Tracked:
-    spec = RequestSpec(rid=rid, tokens=np.arange(1, 33, dtype=np.int64), max_new_tokens=max_new)
-    req = SimpleNamespace(rid=rid, output_ids=list(range(out)),
-                          sampling_params=SimpleNamespace(max_new_tokens=max_new))
+    """A request built as the engine builds it (engine._arrivals), `out` tokens decoded."""
+    from engine_adapter.embedded import sglang_imports
+
+    sglang_imports.load()
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    tokens = np.arange(1, 33, dtype=np.int64)
+    sampling = SamplingParams(max_new_tokens=max_new, temperature=0, ignore_eos=True)
+    sampling.normalize(None)
+    req = Req(rid, "", array("q", tokens.tolist()), sampling, vocab_size=1 << 31,
+              eos_token_ids=set())
+    req.output_ids.extend(range(1 << 30, (1 << 30) + out))
+    spec = RequestSpec(rid=rid, tokens=tokens, max_new_tokens=max_new)
     tr = Tracked(spec=spec, req=req, namespace_label="ns", key=("ns", 0))
     tr.last_token_s = first_s
     return tr
