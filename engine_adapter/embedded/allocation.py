@@ -125,8 +125,8 @@ def state_digest(st: EngineState) -> tuple:
         sg.allocator.available_size() + sg.tree_cache.evictable_size(),
         sg.tree_cache.protected_size(),
         len(sg.req_to_token_pool.free_slots),
-        tuple(t.req.rid for t in st.waiting),
-        tuple(t.req.rid for t in st.partial),
+        tuple(t.spec.rid for t in st.waiting),
+        tuple(t.spec.rid for t in st.partial),
         tuple(sorted(st.running)),
         tuple(sorted(st.leases)),
     )

@@ -42,6 +42,18 @@ from kvctl.util.pages import ceil_div
 OUTPUT_VOCAB = 1 << 31  # synthetic ids live in [2^30, 2^31): below SGLang's uint32 hashing
 
 
+def build_req(spec: RequestSpec):
+    """SGLang's `Req` for `spec`, as the scheduler builds one for a tokenized request:
+    greedy, `ignore_eos`, no stop ids (`Tracked.make_req`, called at first use)."""
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    sampling = SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=0, ignore_eos=True)
+    sampling.normalize(None)
+    return Req(spec.rid, "", to_token_array(spec.tokens), sampling, vocab_size=OUTPUT_VOCAB,
+               eos_token_ids=set(), priority=spec.priority)
+
+
 @dataclass(frozen=True, kw_only=True)
 class StepReport:
     """What one `step()` did. `idle`: nothing runnable now or later; `advanced_s`: clock delta."""
@@ -231,17 +243,11 @@ class EmbeddedEngine:
         return finished
 
     def _arrivals(self) -> None:
-        from sglang.srt.managers.schedule_batch import Req
-        from sglang.srt.sampling.sampling_params import SamplingParams
-
         st = self._st
         for spec in st.pop_due():
-            sampling = SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=0, ignore_eos=True)
-            sampling.normalize(None)
-            req = Req(spec.rid, "", to_token_array(spec.tokens), sampling, vocab_size=OUTPUT_VOCAB,
-                      eos_token_ids=set(), priority=spec.priority)
             label = namespace_label(spec.read_namespace, st.namespace_salt)
-            tracked = Tracked(spec=spec, req=req, namespace_label=label, key=(label, st.generation))
+            tracked = Tracked(spec=spec, make_req=build_req, namespace_label=label,
+                              key=(label, st.generation))
             st.by_rid[spec.rid] = tracked
             st.waiting.append(tracked)
 

@@ -7,13 +7,15 @@ namespace, and what to do with its K/V when it finishes and the session waits on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from engine_adapter.embedded.page_hashes import PageChain
+from engine_adapter.embedded.page_hashes import BlockPrompt, PageChain
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +33,7 @@ class RequestSpec:
     """
 
     rid: str
-    tokens: np.ndarray  # int64 prompt token ids
+    tokens: np.ndarray | BlockPrompt  # int64 prompt token ids (array-like: len, np.asarray)
     max_new_tokens: int
     arrival_s: float = 0.0
     tenant: str = "default"
@@ -82,10 +84,15 @@ class FinishedRecord:
 
 @dataclass(kw_only=True)
 class Tracked:
-    """Engine-internal, mutable: one request's SGLang `Req` plus kvctl's bookkeeping."""
+    """Engine-internal, mutable: one request's SGLang `Req` plus kvctl's bookkeeping.
+
+    The `Req` and the prompt's `PageChain` are built on first use (`make_req(spec)`), not
+    at arrival: the first reader is the admission that examines the request at the head of
+    the queue, so a long queue holds specs only (with a `BlockPrompt`, no tokens at all).
+    Building a `Req` touches no cache state; SGLang's cache calls are unchanged."""
 
     spec: RequestSpec
-    req: Any  # sglang.srt.managers.schedule_batch.Req
+    make_req: Callable[[RequestSpec], Any] = field(repr=False)  # -> schedule_batch.Req
     namespace_label: str
     key: tuple[str, int]  # oracle key: (namespace label, generation at submit)
     state: RequestState = RequestState.WAITING
@@ -102,10 +109,23 @@ class Tracked:
     reload_required_end: int = 0  # tokens [prefix, end) come from the host tier
     generation: int = 0
     facts: Any = None  # AdmissionFacts gathered at first admission, recorded at execution
-    chain: PageChain = field(init=False)  # the oracle's page hashes of the prompt, built once
 
-    def __post_init__(self) -> None:
-        self.chain = PageChain(self.spec.tokens, self.spec.block_ids)
+    # cached_property: built on first read, then a plain instance attribute (the decode
+    # loops read `tr.req` for every running request at every step: no property call).
+    @cached_property
+    def req(self):
+        """The SGLang `Req` (built on first read)."""
+        return self.make_req(self.spec)
+
+    @property
+    def built(self) -> bool:
+        """Whether the `Req` exists yet (a request never examined has none)."""
+        return "req" in self.__dict__
+
+    @cached_property
+    def chain(self) -> PageChain:
+        """The oracle's page hashes of the prompt (built on first read, then kept)."""
+        return PageChain(self.spec.tokens, self.spec.block_ids)
 
     def record_funnel(self, funnel) -> None:
         """Place this request in `funnel` (a FunnelRecorder) once, when its hit is known to

@@ -103,12 +103,13 @@ class SnapshotBuilder:
             for tr in group:
                 if len(views) >= MAX_REQUEST_VIEWS:
                     break
-                req = tr.req
+                req = tr.req if tr.built else None  # a snapshot builds no Req
                 views.append(RequestView(
-                    rid=req.rid, state=state, namespace=tr.namespace_label,
-                    prompt_tokens=len(tr.spec.tokens), output_tokens=len(req.output_ids),
+                    rid=tr.spec.rid, state=state, namespace=tr.namespace_label,
+                    prompt_tokens=len(tr.spec.tokens),
+                    output_tokens=len(req.output_ids) if req is not None else 0,
                     prefix_hit_tokens=tr.hit_tokens, retention=tr.spec.retention,
-                    lease_node=req.lock.node if req.lock is not None else None,
+                    lease_node=req.lock.node if req is not None and req.lock is not None else None,
                 ))
         for session, lease in st.leases.items():
             if len(views) >= MAX_REQUEST_VIEWS:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, expand_blocks
+from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, BlockPrompt, expand_blocks
 from engine_adapter.embedded.requests import RequestSpec
 from kvctl.errors import InputError
 from kvctl.util.inputs import check_input_file, decode_line
@@ -172,10 +172,13 @@ def prompt_tokens(record: MooncakeRecord) -> np.ndarray:
 
 
 def to_spec(record: MooncakeRecord, *, origin_s: float = 0.0, rid_prefix: str = "") -> RequestSpec:
-    """One engine request per trace line: no session, no namespace (single tenant); its hash
-    ids ride along so the content oracle hashes pages from them, not from the tokens.
+    """One engine request per trace line: no session, no namespace (single tenant). Its
+    prompt is a `BlockPrompt` (expanded when the engine first examines the request, so a
+    long waiting queue holds block ids, not tokens), and its hash ids ride along so the
+    content oracle hashes pages from them, not from the tokens.
     origin_s / rid_prefix shift a replay that starts again on a warm engine (a live run)."""
-    return RequestSpec(rid=rid_prefix + record.rid, tokens=prompt_tokens(record),
+    return RequestSpec(rid=rid_prefix + record.rid,
+                       tokens=BlockPrompt(record.hash_ids, record.input_length),
                        max_new_tokens=record.output_length, arrival_s=origin_s + record.arrival_s,
                        block_ids=record.hash_ids)
 

@@ -30,7 +30,7 @@ def tracked(rid: str, max_new: int, out: int = 1, first_s: float = 0.0) -> Track
               eos_token_ids=set())
     req.output_ids.extend(range(1 << 30, (1 << 30) + out))
     spec = RequestSpec(rid=rid, tokens=tokens, max_new_tokens=max_new)
-    tr = Tracked(spec=spec, req=req, namespace_label="ns", key=("ns", 0))
+    tr = Tracked(spec=spec, make_req=lambda _: req, namespace_label="ns", key=("ns", 0))
     tr.last_token_s = first_s
     return tr
 
