@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from engine_adapter.embedded.config import EngineConfig
@@ -31,25 +30,31 @@ def _engine() -> EmbeddedEngine:
 
 
 def test_waiting_requests_hold_no_req_until_admission_examines_them():
-    """After arrivals pile up behind a full batch, every queued request except those the
-    admission looked at has no `Req`, and a snapshot (which lists them) builds none."""
+    """60 requests arrive at once behind a batch of at most 4. After two steps, 2 decode,
+    1 is mid-prefill (chunked) and 57 wait, none of them with a `Req`; a snapshot lists them
+    without building one (its view: the trace line's prompt length, 0 outputs). Run to the
+    end, every request is built when admitted and finishes."""
     engine = _engine()
-    for record in iter_records(HEAD, limit=60):
+    records = list(iter_records(HEAD, limit=60))
+    for record in records:
         engine.submit(dataclasses.replace(to_spec(record), arrival_s=0.0))
     engine.step()
     engine.step()
     st = engine.internal_state()
+    assert (len(st.running), len(st.partial), len(st.waiting)) == (2, 1, 57)
+    assert all(tr.built for tr in [*st.running.values(), *st.partial])
+    assert not any(tr.built for tr in st.waiting)
     waiting = list(st.waiting)
-    assert len(waiting) > 40
-    assert all(tr.built for tr in st.running.values())
-    unbuilt = [tr for tr in waiting if not tr.built]
-    assert len(unbuilt) >= len(waiting) - 1  # at most the refused head was matched
     views = {v.rid: v for v in engine.snapshot().requests}
-    assert [tr.built for tr in waiting] == [tr.built for tr in st.waiting]
-    tail = unbuilt[-1]
-    assert views[tail.spec.rid].state == "waiting"
-    assert views[tail.spec.rid].prompt_tokens == len(tail.spec.tokens)
-    assert views[tail.spec.rid].output_tokens == 0
+    assert not any(tr.built for tr in waiting)  # the snapshot built none
+    tail = waiting[-1]
+    assert tail.spec.rid == records[-1].rid == "mc-60"
+    assert (views[tail.spec.rid].state, views[tail.spec.rid].prompt_tokens,
+            views[tail.spec.rid].output_tokens) == ("waiting", records[-1].input_length, 0)
+    finished = engine.run_until_idle()
+    assert sorted(f.rid for f in finished) == sorted(r.rid for r in records)
+    assert not st.waiting and not st.by_rid
+    engine.check_integrity()
 
 
 def test_lazy_prompts_give_the_report_of_eager_prompts():
@@ -71,18 +76,3 @@ def test_lazy_prompts_give_the_report_of_eager_prompts():
                      (snap.ledger.free_tokens, snap.ledger.evictable_tokens, engine.clock_s)))
     assert len(runs[0][0]) == 150
     assert runs[0] == runs[1]
-
-
-def test_block_prompt_reads_as_its_expanded_tokens():
-    """len without expanding; np.asarray, indexing and dtype conversion give the tokens
-    `expand_blocks` gives; a repr shows counts, never ids; a length past the blocks fails."""
-    prompt = BlockPrompt((7, 3, 9), 1100)
-    tokens = prompt_tokens(type("R", (), {"hash_ids": (7, 3, 9), "input_length": 1100})())
-    assert len(prompt) == 1100 == len(tokens)
-    assert np.array_equal(np.asarray(prompt), tokens)
-    assert np.asarray(prompt, dtype=np.int32).dtype == np.int32
-    assert prompt[515] == tokens[515] == 3 * 512 + 4
-    assert np.array_equal(prompt[:64], tokens[:64])
-    assert repr(prompt) == "BlockPrompt(3 blocks, 1100 tokens)"
-    with pytest.raises(ValueError):
-        BlockPrompt((1, 2), 1025)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine_adapter.embedded.page_hashes import PageChain, PrefixHasher, expand_blocks
+from engine_adapter.embedded.page_hashes import BlockPrompt, PageChain, PrefixHasher, expand_blocks
 from tests.support.reference_oracle import ReferenceOracle
 
 pytestmark = pytest.mark.unit
@@ -33,6 +33,26 @@ def test_expand_blocks_is_the_mooncake_convention():
     assert tokens[511] == 512
     assert tokens[512:515].tolist() == [1537, 1538, 1539]
     assert len(tokens) == 600
+
+
+def test_block_prompt_reads_as_the_mooncake_tokens():
+    """Blocks (7, 3, 9), 1,100 tokens: token i of block b is 1 + 512 b + i. len needs no
+    expansion; np.asarray, slices and scalars give those tokens; a repr holds counts only."""
+    prompt = BlockPrompt((7, 3, 9), 1100)
+    assert len(prompt) == 1100
+    tokens = np.asarray(prompt)
+    assert tokens.dtype == np.int64 and tokens.shape == (1100,)
+    assert tokens[[0, 511, 512, 1023, 1024, 1099]].tolist() == [3585, 4096, 1537, 2048, 4609, 4684]
+    assert prompt[515] == 1540
+    assert prompt[510:514].tolist() == [4095, 4096, 1537, 1538]
+    assert np.asarray(prompt, dtype=np.int32).dtype == np.int32
+    assert repr(prompt) == "BlockPrompt(3 blocks, 1100 tokens)"
+
+
+@pytest.mark.parametrize("length", [-1, 1025])
+def test_block_prompt_refuses_a_length_its_blocks_cannot_hold(length):
+    with pytest.raises(ValueError, match=f"{length} tokens do not fit 2 blocks"):
+        BlockPrompt((1, 2), length)
 
 
 @pytest.mark.parametrize("page_size", [1, 2, 16, 64, 512])
