@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvctl.util.pages import ceil_div, page_ceil
+
 _installed = False
 FEW_REQUESTS = 8  # up to this batch size, build slots page by page per request
 
@@ -46,10 +48,10 @@ def alloc_extend_pages(prefix_lens, seq_lens, last_loc, free_pages, out_indices,
     seq = seq_lens.numpy().astype(np.int64, copy=False)
     last = last_loc.numpy().astype(np.int64, copy=False)
     page = int(page_size)
-    ceil_prefix = -(-prefix // page) * page
+    ceil_prefix = page_ceil(prefix, page)
     phase1 = np.minimum(seq, ceil_prefix) - prefix
     rest = seq - prefix - phase1  # tokens on new pages
-    pages = -(-rest // page)
+    pages = ceil_div(rest, page)
     page_start = np.cumsum(pages) - pages
     if len(seq) <= FEW_REQUESTS:  # page by page: a few long extends (prefill)
         out_indices.copy_(torch.from_numpy(_by_pages(free_pages, last, phase1, rest, pages,

@@ -77,7 +77,8 @@ class Prefill:
 
 
 def to_token_array(tokens: np.ndarray) -> array:
-    """int64 numpy tokens to the `array('q')` SGLang's Req expects."""
+    """int64 tokens (numpy, or a `BlockPrompt` expanded here) to the `array('q')` SGLang's
+    Req expects: one copy, from the array's buffer (no intermediate `bytes`)."""
     out = array("q")
-    out.frombytes(np.ascontiguousarray(tokens, dtype="<i8").tobytes())
+    out.frombytes(memoryview(np.ascontiguousarray(tokens, dtype="<i8")).cast("B"))
     return out

@@ -124,8 +124,11 @@ class Tracked:
 
     @cached_property
     def chain(self) -> PageChain:
-        """The oracle's page hashes of the prompt (built on first read, then kept)."""
-        return PageChain(self.spec.tokens, self.spec.block_ids)
+        """The oracle's page hashes of the prompt (built on first read, then kept). Its
+        prompt is a zero-copy view of the `Req`'s `origin_input_ids` (read only once the
+        request is examined, when its `Req` exists anyway), not a second expansion of a
+        `BlockPrompt`: one int64 copy of each live prompt, not two."""
+        return PageChain(self.req.origin_input_ids, self.spec.block_ids)
 
     def record_funnel(self, funnel) -> None:
         """Place this request in `funnel` (a FunnelRecorder) once, when its hit is known to

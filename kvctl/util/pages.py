@@ -1,6 +1,7 @@
 """Ceiling division and page rounding: the one helper for every page count in kvctl.
 
-Integers only (token, byte and row counts), never floats. Page size P:
+Integers only (token, byte and row counts), never floats; numpy integer arrays work
+elementwise (the extend kernel, alloc_kernel.py, uses them so). Page size P:
 
     tokens   0 ........ P-1 | P ....... 2P-1 | ... | (n-1)P ... S-1  [unused tail]
     pages  |<--- page 0 --->|<--- page 1 --->| ... |<------ page n-1 ------------->|
