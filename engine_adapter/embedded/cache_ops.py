@@ -130,10 +130,10 @@ class DirectCache:
             num_tokens=self.decode_demand(reqs, committed), tree_cache=self.sg.tree_cache,
             requests=reqs, spec_algorithm=SpeculativeAlgorithm.NONE)
 
-    def decode(self, reqs: list, rows: np.ndarray, committed: np.ndarray) -> None:
-        """`alloc_for_decode_default(batch, token_per_req=1)` for `reqs` in batch order;
-        `rows` / `committed`: their `req_to_token` rows and committed lengths (the latter
-        advanced by one here, as each `Req`'s)."""
+    def decode(self, kvs: list, rows: np.ndarray, committed: np.ndarray) -> None:
+        """`alloc_for_decode_default(batch, token_per_req=1)` for the batch's requests, given
+        in batch order by their `kv` records, `req_to_token` rows and committed lengths
+        (the last advanced by one here, as each record's)."""
         import torch
         from sglang.srt.mem_cache.allocation import alloc_paged_token_slots_decode
 
@@ -148,8 +148,7 @@ class DirectCache:
                 last_loc=last_loc, token_per_req=1)
         table[row_t, seq] = out.to(torch.int32)
         committed += 1
-        for req in reqs:
-            kv = req.kv
+        for kv in kvs:
             kv.kv_allocated_len += 1
             kv.kv_committed_len += 1
 
@@ -160,9 +159,8 @@ class DirectCache:
         per_step = ((committed[None, :] + offsets) % self.page == 0).sum(axis=1)
         return np.concatenate([[0], np.cumsum(per_step)])
 
-    def decode_many(self, reqs: list, rows: np.ndarray, committed: np.ndarray, steps: int) -> None:
-        """`steps` decode tokens per request in one allocator call (`committed` advanced in
-        place). Only for a span in which the single-step path would make no tree call (the
+    def decode_many(self, kvs: list, rows: np.ndarray, committed: np.ndarray, steps: int) -> None:
+        """`steps` decode tokens per request (given as in `decode`) in one allocator call. Only for a span in which the single-step path would make no tree call (the
         caller checked that the pool stays at or above the per-step eviction trigger); the
         pages taken are the same in number, only their ids' assignment to requests differs."""
         import torch
@@ -172,14 +170,13 @@ class DirectCache:
         prefix = torch.from_numpy(committed.copy())
         seq = prefix + steps
         last_loc = table[torch.from_numpy(rows), prefix - 1].to(torch.int64)
-        out = sg.allocator.alloc_extend(prefix, prefix, seq, seq, last_loc, steps * len(reqs))
+        out = sg.allocator.alloc_extend(prefix, prefix, seq, seq, last_loc, steps * len(kvs))
         if out is None:  # the caller's page count said it fits: a bug, not a full pool
             raise RuntimeError("decode jump: the allocator refused pages counted as free")
         columns = torch.from_numpy(committed[:, None] + np.arange(steps, dtype=np.int64))
-        table[torch.from_numpy(rows)[:, None], columns] = out.view(len(reqs), steps).to(torch.int32)
+        table[torch.from_numpy(rows)[:, None], columns] = out.view(len(kvs), steps).to(torch.int32)
         committed += steps
-        for req in reqs:
-            kv = req.kv
+        for kv in kvs:
             kv.kv_allocated_len += steps
             kv.kv_committed_len += steps
 

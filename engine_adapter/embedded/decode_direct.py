@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine_adapter.embedded.batch_view import BatchView
 from engine_adapter.embedded.cache_ops import DirectCache
 from engine_adapter.embedded.decode import settle_retraction
 from engine_adapter.embedded.decode_log import DecodeLog
@@ -47,20 +48,16 @@ class DirectDecode:
         self.cache = cache
         self.jump_available: list[int] = []
         self.log = st.decode_log = DecodeLog()
-        self._view: tuple | None = None  # (running version, reqs, rows, committed)
+        self.view = st.batch_view = BatchView()
 
-    def batch(self) -> tuple[list, np.ndarray, np.ndarray]:
-        """The running `Req`s in batch order with their `req_to_token` rows and committed
-        lengths as arrays, rebuilt only when the batch changed (`running_version`); the
-        decode calls keep `committed` in step with each `Req`'s `kv_committed_len`."""
-        st = self.st
-        if self._view is None or self._view[0] != st.running_version:
-            reqs = [t.req for t in st.running.values()]
-            rows = np.fromiter((r.kv.req_pool_idx for r in reqs), dtype=np.int64, count=len(reqs))
-            committed = np.fromiter((r.kv.kv_committed_len for r in reqs), dtype=np.int64,
-                                    count=len(reqs))
-            self._view = (st.running_version, reqs, rows, committed)
-        return self._view[1], self._view[2], self._view[3]
+    def batch(self) -> BatchView:
+        """The running `Req`s in batch order, with their kv records, output appenders,
+        `req_to_token` rows and committed lengths (batch_view.py: applied from the batch's
+        changes, not rebuilt); the decode calls keep `committed` in step with each `Req`'s
+        `kv_committed_len`."""
+        view = self.view
+        view.refresh(self.st.running)
+        return view
 
     def prepare(self) -> tuple[int, int]:
         """Retract if needed and allocate this step's decode slots.
@@ -68,16 +65,16 @@ class DirectDecode:
         st = self.st
         if not st.running:
             return 0, 0
-        reqs = self.batch()[0]
-        if not self.retention.make_room(lambda: self.cache.decode_fits(reqs, self.batch()[2])):
-            retracted, aborted, kept = self.cache.retract(self.batch()[0])
+        reqs = self.batch().reqs
+        if not self.retention.make_room(lambda: self.cache.decode_fits(reqs, self.batch().committed)):
+            retracted, aborted, kept = self.cache.retract(self.batch().reqs)
             settle_retraction(st, self.retention, retracted, aborted)
             st.reorder_running([r.rid for r in kept])  # the batch's new order
             if not st.running:
                 return 0, 0
-        reqs, rows, committed = self.batch()
-        self.cache.decode(reqs, rows, committed)
-        return len(reqs), int(committed.sum())
+        view = self.batch()
+        self.cache.decode(view.kvs, view.rows, view.committed)
+        return len(view.reqs), int(view.committed.sum())
 
     def complete(self, model_tokens: list[int] | None = None) -> None:
         """Append one output token per request (the model's, when one ran; else synthetic
@@ -85,13 +82,12 @@ class DirectDecode:
         budget this step reached (decode_log.py), in batch order."""
         st = self.st
         running = st.running
+        appends = self.batch().appends
         if model_tokens is None:
-            base = st.take_output_tokens(len(running))
-            for index, tr in enumerate(running.values()):
-                tr.req.output_ids.append(base + index)
-        else:
-            for token, tr in zip(model_tokens, running.values()):
-                tr.req.output_ids.append(token)
+            base = st.take_output_tokens(len(appends))
+            model_tokens = range(base, base + len(appends))
+        for append, token in zip(appends, model_tokens):
+            append(token)
         log = self.log
         step = log.step
         log.clocks.append(st.clock_s)
@@ -117,8 +113,8 @@ class DirectDecode:
         """Clock values at the end of each step of the longest qualifying span starting
         now (see module docstring); fewer than 2 means: take a single step."""
         st = self.st
-        reqs, _, committed = self.batch()
-        bs = len(reqs)
+        committed = self.batch().committed
+        bs = len(committed)
         page = self.cache.page
         finish = self.log.next_finish(st.running)
         limit = MAX_JUMP_STEPS if finish is None else min(MAX_JUMP_STEPS, finish - self.log.step + 1)
@@ -147,11 +143,12 @@ class DirectDecode:
         st = self.st
         running = st.running
         bs, steps = len(running), len(clocks)
-        self.cache.decode_many(*self.batch(), steps)
+        view = self.batch()
+        self.cache.decode_many(view.kvs, view.rows, view.committed, steps)
         base = st.take_output_tokens(bs * steps)
         st.clock_s = clocks[-1]
-        for index, tr in enumerate(running.values()):
-            tr.req.output_ids.extend(range(base + index, base + bs * steps, bs))
+        for index, req in enumerate(view.reqs):
+            req.output_ids.extend(range(base + index, base + bs * steps, bs))
         log = self.log
         first = log.step
         log.clocks.extend(clocks)

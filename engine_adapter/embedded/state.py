@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded.cost_model import RooflineCostModel
+from engine_adapter.embedded.batch_view import BatchView
 from engine_adapter.embedded.decode_log import DecodeLog
 from engine_adapter.embedded.oracle import ContentOracle
 from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
@@ -71,7 +72,6 @@ class EngineState:
     reloading: list[Tracked] = field(default_factory=list)
     running_batch: Any = None  # sglang ScheduleBatch of decoding requests (exact batches only)
     running: dict[str, Tracked] = field(default_factory=dict)  # rid -> tracked, decoding, batch order
-    running_version: int = 0  # bumped by every change to `running` (join, leave, reorder)
     leases: dict[str, RetentionLease] = field(default_factory=dict)  # session -> lease
     finished: list[FinishedRecord] = field(default_factory=list)
     receipts: list[Receipt] = field(default_factory=list)
@@ -81,6 +81,7 @@ class EngineState:
     last_rollback_step: int = -1
     digest_admissions: bool = False  # keep a state digest around admissions (fault checks)
     decode_log: DecodeLog | None = None  # the direct decode path's step clocks (decode_log.py)
+    batch_view: BatchView | None = None  # the direct decode path's columns (batch_view.py)
     _seq: itertools.count = field(default_factory=itertools.count)
     _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))
 
@@ -105,15 +106,22 @@ class EngineState:
 
     def join_running(self, tr: Tracked) -> None:
         """`tr` joins the decode batch (at its end: the batch's order)."""
-        self.running[tr.req.rid] = tr
-        self.running_version += 1
+        rid = tr.req.rid
+        view = self.batch_view
+        if view is not None:
+            if rid in self.running:  # an overwrite keeps its place: not a join
+                view.invalidate()
+            else:
+                view.joined(tr.req)
+        self.running[rid] = tr
         if self.decode_log is not None:
             self.decode_log.join(tr)
 
     def leave_running(self, tr: Tracked) -> None:
         """`tr` leaves the decode batch (finish, retraction, abort); its ITL is complete."""
-        self.running.pop(tr.req.rid, None)
-        self.running_version += 1
+        left = self.running.pop(tr.req.rid, None)
+        if left is not None and self.batch_view is not None:
+            self.batch_view.left(left.req)
         if self.decode_log is not None:
             self.decode_log.leave(tr)
 
@@ -121,7 +129,8 @@ class EngineState:
         """The decode batch becomes `rids`, in that order (SGLang's filter_batch after a
         retraction keeps the survivors in retraction order)."""
         self.running = {rid: self.running[rid] for rid in rids}
-        self.running_version += 1
+        if self.batch_view is not None:
+            self.batch_view.invalidate()
 
     def live_tracked(self) -> list[Tracked]:
         """Requests that may hold KV rows: prefilling, decoding, reloading."""
