@@ -65,7 +65,7 @@ class DecodeLog:
         if end <= start:
             return
         run = np.frombuffer(self.clocks, dtype=np.float64)[start:end]
-        tr.itl.extend(np.diff(run, prepend=tr.last_token_s).tolist())
+        tr.itl.frombytes(memoryview(np.diff(run, prepend=tr.last_token_s)).cast("B"))  # no floats
         tr.last_token_s = float(run[-1])
 
     def due(self, step: int, running: dict) -> list[Tracked]:

@@ -7,6 +7,7 @@ namespace, and what to do with its K/V when it finishes and the session waits on
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -78,7 +79,7 @@ class FinishedRecord:
     prompt_tokens: int
     hit_tokens: int
     ttft_s: float
-    itl_s: tuple[float, ...]
+    itl_s: np.ndarray  # float64, one gap per output token after the first
     queue_s: float
 
 
@@ -99,7 +100,7 @@ class Tracked:
     admitted_s: float | None = None
     first_token_s: float | None = None
     last_token_s: float | None = None
-    itl: list[float] = field(default_factory=list)
+    itl: array = field(default_factory=lambda: array("d"))  # gaps so far (decode_log.py)
     decode_from: int | None = None  # DecodeLog step its current decode run started at
     hit_tokens: int = 0
     funnel_done: bool = False

@@ -89,7 +89,7 @@ class Retention:
                 prompt_tokens=len(spec.tokens),
                 hit_tokens=tr.hit_tokens,
                 ttft_s=_or_now(tr.first_token_s, st.clock_s) - spec.arrival_s,
-                itl_s=tuple(tr.itl),
+                itl_s=np.frombuffer(tr.itl, dtype=np.float64).copy(),
                 queue_s=_or_now(tr.admitted_s, st.clock_s) - spec.arrival_s,
             )
         )

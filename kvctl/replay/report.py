@@ -59,7 +59,7 @@ class LatencyCollector:
     def add(self, record: FinishedRecord) -> None:
         self.ttft.append(record.ttft_s)
         self.queue.append(record.queue_s)
-        self.itl.extend(record.itl_s)
+        self.itl.frombytes(memoryview(np.ascontiguousarray(record.itl_s, dtype=np.float64)).cast("B"))
 
     def summary(self) -> ModeledLatency:
         return ModeledLatency(ttft_s=percentiles(self.ttft), itl_s=percentiles(self.itl),

@@ -71,7 +71,7 @@ def test_lazy_prompts_give_the_report_of_eager_prompts():
             engine.submit(spec)
         finished = sorted(engine.run_until_idle(), key=lambda f: f.rid)
         snap = engine.check_integrity()
-        runs.append(([(f.rid, f.finish_s, f.hit_tokens, f.ttft_s, f.itl_s, f.output_ids.tolist())
+        runs.append(([(f.rid, f.finish_s, f.hit_tokens, f.ttft_s, f.itl_s.tolist(), f.output_ids.tolist())
                       for f in finished],
                      (snap.ledger.free_tokens, snap.ledger.evictable_tokens, engine.clock_s)))
     assert len(runs[0][0]) == 150

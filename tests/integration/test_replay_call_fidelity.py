@@ -67,7 +67,7 @@ def replay(workload: str, limit: int, pool: int | None, mode: str) -> dict:
 
     def collect(report) -> None:
         for r in report.finished:
-            records[r.rid] = (r.hit_tokens, r.output_ids.tolist(), r.ttft_s, r.itl_s, r.queue_s)
+            records[r.rid] = (r.hit_tokens, r.output_ids.tolist(), r.ttft_s, r.itl_s.tolist(), r.queue_s)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

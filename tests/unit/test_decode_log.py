@@ -43,7 +43,7 @@ def test_gaps_are_the_step_clocks_since_joining():
     log.join(tr)
     log.clocks.extend([2.0, 2.5, 3.25])
     log.leave(tr)
-    assert tr.itl == [0.5, 0.5, 0.75] and tr.last_token_s == 3.25 and tr.decode_from is None
+    assert tr.itl.tolist() == [0.5, 0.5, 0.75] and tr.last_token_s == 3.25 and tr.decode_from is None
 
 
 def test_due_names_the_step_of_the_last_token_in_batch_order():
