@@ -73,6 +73,10 @@ class EngineConfig:
     allocator_need_sort: bool | None = None
     decode_quantum: int = 1  # tokens per request per decode step; >1 only for long replays
     instrument: bool = True  # content oracle + counterfactual funnel; off only to measure its cost
+    # Distinct pages the content oracle expects to remember (a workload's estimate, e.g.
+    # TraceSummary.oracle_pages): its first key's set is sized for them once instead of
+    # growing by rehashes. 0: grow from empty. Changes speed and memory, never a result.
+    oracle_pages_hint: int = 0
     # Salt of the namespace labels (and SGLang cache_salt); None: random per engine, so
     # labels cannot be reversed to tenant names. Fix it to compare labels across runs.
     namespace_salt: str | None = None

@@ -82,7 +82,9 @@ class EmbeddedEngine:
         sg = build_components(config)
         self._st = EngineState(
             config=config, sg=sg, cost=RooflineCostModel(config.cost),
-            oracle=ContentOracle(config.page_size, config.seed) if config.instrument else NullOracle(),
+            oracle=(ContentOracle(config.page_size, config.seed,
+                                  expected_pages=config.oracle_pages_hint)
+                    if config.instrument else NullOracle()),
         )
         self._st.namespace_salt = config.namespace_salt or secrets.token_hex(8)
         self.retention = Retention(self._st)

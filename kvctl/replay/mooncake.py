@@ -67,6 +67,20 @@ class TraceSummary:
     output_tokens: int
     max_request_tokens: int
     last_arrival_s: float
+    distinct_blocks: int = 0  # distinct hash ids (prefix blocks) over the trace
+
+    def oracle_pages(self, page_size: int) -> int:
+        """A bound, from above, on the distinct pages the content oracle remembers for a
+        replay of this trace (one namespace, one generation): every full prompt page lies in
+        a hash-id block, and hash ids are prefix hashes (the same id at the same place is
+        the same prefix), so prompt pages number at most 512 / page_size per distinct id;
+        past the prompt, a request adds its output pages and at most one page straddling
+        its prompt's end. Capped by every request's own pages. On the shipped trace:
+        6,118,939 for the 5,910,231 pages remembered (3.5% over)."""
+        per_block = max(BLOCK_TOKENS // page_size, 1)
+        beyond = (self.output_tokens + self.requests * page_size) // page_size
+        every = (self.prompt_tokens + self.output_tokens) // page_size + self.requests
+        return min(self.distinct_blocks * per_block + beyond, every)
 
     def demand_tokens(self, page_size: int) -> int:
         """A pool that never has to evict: every request's input + output, each rounded up
@@ -154,8 +168,10 @@ def scan_trace(path: str | Path, *, limit: int | None = None) -> TraceSummary:
     or an empty trace."""
     requests = prompt = output = largest = 0
     last = 0.0
+    blocks: set[int] = set()
     for record in iter_records(path, limit=limit):
         requests += 1
+        blocks.update(record.hash_ids)
         prompt += record.input_length
         output += record.output_length
         largest = max(largest, record.input_length + record.output_length)
@@ -163,7 +179,8 @@ def scan_trace(path: str | Path, *, limit: int | None = None) -> TraceSummary:
     if requests == 0:
         raise InputError(f"{path}: the trace holds no requests")
     return TraceSummary(requests=requests, prompt_tokens=prompt, output_tokens=output,
-                        max_request_tokens=largest, last_arrival_s=last)
+                        max_request_tokens=largest, last_arrival_s=last,
+                        distinct_blocks=len(blocks))
 
 
 def prompt_tokens(record: MooncakeRecord) -> np.ndarray:

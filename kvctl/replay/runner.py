@@ -212,7 +212,8 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         unbounded_tokens=_demand(driver, page) if pool_tokens == 0 else None,
         tree_core=settings.tree_core, seed=settings.seed or 0,
         exact_batches=settings.exact_batches, decode_jumps=not settings.exact_batches,
-        device=settings.device, **fields,
+        device=settings.device,
+        oracle_pages_hint=summary.oracle_pages(page) if summary is not None else 0, **fields,
     )
     if summary is not None and longest > config.pool_tokens:
         raise InputError(

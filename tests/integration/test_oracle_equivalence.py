@@ -16,6 +16,8 @@ namespaces, generations: token fallback plus output pages).
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,25 @@ def test_scenario_admissions_equal_the_reference(sglang_ready, monkeypatch, scen
     shadow = Shadow().attach(monkeypatch)
     replay(str(scenario), limit=40)
     check(shadow)
+
+
+def test_trace_hint_sizes_the_oracle_once(sglang_ready, monkeypatch):
+    """A Mooncake replay sizes the oracle's set from TraceSummary.oracle_pages: the first
+    150 requests of head_500 (bound 133,747 pages) remember fewer pages than the bound, and
+    the set is never rehashed (one table allocation: its first)."""
+    from engine_adapter.embedded.hash_set import MAX_LOAD, WIDTH, HashSet
+
+    sizes: list[int] = []
+    resize = HashSet._resize
+
+    def counted(self, buckets):
+        sizes.append(buckets)
+        resize(self, buckets)
+
+    monkeypatch.setattr(HashSet, "_resize", counted)
+    shadow = Shadow().attach(monkeypatch)
+    replay(HEAD, limit=150, pool_tokens=0)
+    pages = shadow.oracle.remembered_pages
+    assert 0 < pages <= 133_747
+    assert len(shadow.oracle._seen) == 1
+    assert sizes == [math.ceil(133_747 / (WIDTH * MAX_LOAD))]

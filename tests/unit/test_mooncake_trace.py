@@ -148,3 +148,24 @@ def test_empty_trace_is_an_input_error(tmp_path):
     path = write(tmp_path, "")
     with pytest.raises(InputError, match="holds no requests"):
         scan_trace(path)
+
+
+def test_oracle_pages_bounds_what_two_requests_can_leave(tmp_path):
+    """[0, 1] with 600 + 10 tokens and [0] with 512 + 3, page 16: 2 distinct blocks x 32
+    pages + (13 output + 2 x 16) // 16 = 66, under every request's own 38 + 32 + 2 = 72.
+    What the oracle can remember is 38 pages (610 // 16; the second request's 32 prompt
+    pages are the first's, and 515 tokens fill no 33rd page)."""
+    path = write(tmp_path,
+                 '{"timestamp": 0, "input_length": 600, "output_length": 10, "hash_ids": [0, 1]}',
+                 '{"timestamp": 0, "input_length": 512, "output_length": 3, "hash_ids": [0]}')
+    summary = scan_trace(path)
+    assert summary.distinct_blocks == 2
+    assert summary.oracle_pages(16) == 66
+
+
+def test_oracle_pages_of_the_shipped_trace():
+    """The figure TraceSummary.oracle_pages cites: 182,790 distinct hash ids in the hour."""
+    full = HEAD_500.parent / "conversation_trace.jsonl"
+    summary = scan_trace(full)
+    assert summary.distinct_blocks == 182_790
+    assert summary.oracle_pages(16) == 6_118_939
