@@ -106,6 +106,10 @@ def engine_config(
     config = EngineConfig(cost=deployment.cost_params(), **overrides)
     if pool_tokens is not None:
         page = config.page_size
+        if page > 0 and page_ceil(pool_tokens, page) < 2 * page:  # the user's figure, not ours
+            raise InputError(f"a pool of {pool_tokens:,} tokens is smaller than two pages of "
+                             f"{page} ({2 * page} tokens); give a larger --pool-tokens / "
+                             "--pool-gb, or --pool-tokens 0 for unbounded")
         config = replace(config, pool_tokens=page_ceil(pool_tokens, page))
     config.validate()
     return config

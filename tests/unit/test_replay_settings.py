@@ -49,6 +49,14 @@ def test_pool_smaller_than_the_largest_request_fails_before_running():
         prepare(settings(pool_tokens=20_000))
 
 
+def test_pool_under_two_pages_names_the_pool_given():
+    """--pool-tokens 5 at page 16: the message quotes 5 (not the 16 it rounds up to) and
+    the two-page minimum, 32."""
+    with pytest.raises(InputError, match=r"a pool of 5 tokens is smaller than two pages of 16 "
+                                         r"\(32 tokens\); give a larger --pool-tokens"):
+        prepare(settings(pool_tokens=5))
+
+
 def test_engine_context_grows_to_the_traces_longest_request():
     """The first 200 lines hold a 121,213-token request: max_context_len 121,216 (page 16)."""
     prepared = prepare(ReplaySettings(workload=HEAD_500, limit=200, pool_tokens=0))
