@@ -160,7 +160,8 @@ class DirectCache:
         return np.concatenate([[0], np.cumsum(per_step)])
 
     def decode_many(self, kvs: list, rows: np.ndarray, committed: np.ndarray, steps: int) -> None:
-        """`steps` decode tokens per request (given as in `decode`) in one allocator call. Only for a span in which the single-step path would make no tree call (the
+        """`steps` decode tokens per request (given as in `decode`) in one allocator call.
+        Only for a span in which the single-step path would make no tree call (the
         caller checked that the pool stays at or above the per-step eviction trigger); the
         pages taken are the same in number, only their ids' assignment to requests differs."""
         import torch

@@ -66,7 +66,8 @@ class DirectDecode:
         if not st.running:
             return 0, 0
         reqs = self.batch().reqs
-        if not self.retention.make_room(lambda: self.cache.decode_fits(reqs, self.batch().committed)):
+        fits = lambda: self.cache.decode_fits(reqs, self.batch().committed)  # noqa: E731
+        if not self.retention.make_room(fits):
             retracted, aborted, kept = self.cache.retract(self.batch().reqs)
             settle_retraction(st, self.retention, retracted, aborted)
             st.reorder_running([r.rid for r in kept])  # the batch's new order

@@ -58,15 +58,16 @@ def observed(st: EngineState) -> tuple[list, list, list]:
 def test_leavers_are_deleted_and_joiners_appended_in_join_order():
     """The module docstring's example: [a b c d], b finishes, e and f join -> [a c d e f]."""
     st = state()
-    a, b, c, d, e, f = (tracked(n, row, 10 * row) for n, row in zip("abcdef", (4, 9, 2, 7, 5, 1)))
+    a, b, c, d, e, f = (tracked(n, row, committed) for n, row, committed in
+                        zip("abcdef", (4, 9, 2, 7, 5, 1), (40, 33, 18, 51, 16, 30)))
     for t in (a, b, c, d):
         st.join_running(t)
-    assert observed(st) == ([a.req, b.req, c.req, d.req], [4, 9, 2, 7], [40, 90, 20, 70])
+    assert observed(st) == ([a.req, b.req, c.req, d.req], [4, 9, 2, 7], [40, 33, 18, 51])
     st.leave_running(b)
     st.join_running(e)
     st.join_running(f)
     assert observed(st) == ([a.req, c.req, d.req, e.req, f.req], [4, 2, 7, 5, 1],
-                            [40, 20, 70, 50, 10])
+                            [40, 18, 51, 16, 30])
 
 
 def test_join_then_leave_before_a_refresh_leaves_no_trace():
