@@ -43,6 +43,11 @@ class TorchNativeCpuPlatform(CpuDeviceMixin, SRTPlatform):
     def is_pin_memory_available(self, device=None) -> bool:
         return False
 
+    def init_backend(self) -> None:
+        import hicache_cpu  # beside this file: SGLang's HiCache on this CPU (see its docstring)
+
+        hicache_cpu.register()
+
 
 def activate() -> str:
     """The `sglang.srt.platforms` entry point: the platform class's qualified name."""
