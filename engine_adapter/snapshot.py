@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine_adapter.funnel import Funnel
+from engine_adapter.hicache_state import HiCacheIO, HostLedger  # noqa: F401 (re-exported)
 from engine_adapter.tree_nodes import EMPTY, TreeNodes, TreeNodeView  # noqa: F401 (re-exported)
 
 
@@ -56,8 +57,9 @@ class PoolLedger:
     protected_tokens: int | None
     private_tokens: int | None
     private_filled_tokens: int | None = None
-    host_tokens: int = 0
+    host_tokens: int | None = 0  # None: a host tier exists and kvctl could not read it
     host_capacity_tokens: int | None = None
+    host: HostLedger | None = None  # SGLang HiCache's host pool; None: no such tier
 
     @property
     def residual_tokens(self) -> int:
@@ -260,6 +262,7 @@ class Snapshot:
     tree_nodes: TreeNodes = EMPTY  # filled only by per-node reads (a tuple of views is converted)
     connected: bool = True
     notes: tuple[str, ...] = field(default=())
+    hicache: HiCacheIO | None = None  # SGLang HiCache transfers and tier hits; None: no HiCache
 
     def __post_init__(self) -> None:
         if not isinstance(self.tree_nodes, TreeNodes):  # rows given: store them by column

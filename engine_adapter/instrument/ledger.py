@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from engine_adapter.snapshot import PoolLedger
+from engine_adapter.snapshot import HostLedger, PoolLedger
 from kvctl.util.pages import page_ceil
 
 
@@ -37,8 +37,9 @@ def read_ledger(
     tree_cache: Any,
     live_reqs: Iterable[Any],
     *,
-    host_tokens: int = 0,
+    host_tokens: int | None = 0,
     host_capacity_tokens: int | None = None,
+    host: HostLedger | None = None,
 ) -> PoolLedger:
     """One consistent read of the pool partition (single-threaded engine: no tearing)."""
     page = allocator.page_size
@@ -59,4 +60,5 @@ def read_ledger(
         private_filled_tokens=written,
         host_tokens=host_tokens,
         host_capacity_tokens=host_capacity_tokens,
+        host=host,
     )

@@ -29,6 +29,8 @@ from engine_adapter.instrument.tree_dump import DumpedNode, dump_nodes
 from engine_adapter.snapshot import (
     Counters,
     EngineInfo,
+    HiCacheIO,
+    HostLedger,
     MappingLag,
     PoolLedger,
     RefReconciliation,
@@ -58,8 +60,10 @@ class SampleInputs(NamedTuple):
     mapping: MappingLag | None
     requests: tuple[RequestView, ...]
     virtual_time_s: float
-    host_tokens: int = 0
+    host_tokens: int | None = 0
     host_capacity_tokens: int | None = None
+    host: HostLedger | None = None  # SGLang HiCache's host pool (plugin/hicache_reader.py)
+    hicache: HiCacheIO | None = None
 
 
 class Sampler:
@@ -82,7 +86,8 @@ class Sampler:
         tree = inputs.tree_cache
         ledger = read_ledger(inputs.allocator, tree, inputs.live_reqs,
                              host_tokens=inputs.host_tokens,
-                             host_capacity_tokens=inputs.host_capacity_tokens)
+                             host_capacity_tokens=inputs.host_capacity_tokens,
+                             host=inputs.host)
         dumped = dump_nodes(tree) if per_node_refs else None
         if reconcile_refs or dumped is not None:
             refs = reconcile(tree, inputs.leases, dumped)
@@ -110,13 +115,16 @@ class Sampler:
             requests=inputs.requests,
             tree_nodes=tree_nodes(tree, dumped, inputs.leases, inputs.labels, ledger.page_size),
             notes=notes,
+            hicache=inputs.hicache,
         )
 
 
 def tree_stats(dumped: list[DumpedNode] | None, ledger: PoolLedger) -> TreeStats:
     """Shape of the tree: sizes from the ledger, node counts only from a per-node read."""
     cached = ledger.evictable_tokens + ledger.protected_tokens
-    by_medium = (("device", cached), ("host", ledger.host_tokens))
+    by_medium = (("device", cached),)
+    if ledger.host_tokens is not None:
+        by_medium += (("host", ledger.host_tokens),)
     if dumped is None:
         return TreeStats(nodes=None, cached_tokens=cached, tokens_by_medium=by_medium)
     parents = {n.parent_id for n in dumped}

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine_adapter.instrument.sampler import Sampler
+from engine_adapter.plugin.hicache_reader import HiCacheReader
 from engine_adapter.plugin.receipt_log import ReceiptLog
 from engine_adapter.plugin.scheduler_host import SchedulerHost, namespace_label
 from engine_adapter.plugin.settings import PluginSettings
@@ -64,6 +65,8 @@ class PluginRuntime:
         self._next_sample_s = self.started_s  # the first boundary samples
         self._next_tree_s = self.started_s
         self._last_tree: tuple[TreeStats, TreeNodes, float] | None = None
+        # SGLang's HiCache host tier, when the server has one (None: no host tier)
+        self.hicache = HiCacheReader.attach(scheduler.tree_cache, self.fail)
 
     @property
     def disabled(self) -> bool:
@@ -104,6 +107,8 @@ class PluginRuntime:
             self.receipts.append(Receipt(kind="eviction", start_s=at, end_s=at, tokens=evicted))
 
     def _admitted(self, req: Any, hit: int) -> None:
+        if self.hicache is not None:
+            self.hicache.on_admit(req)
         at = self.clock() - self.started_s
         self.receipts.append(Receipt(
             kind="match", start_s=at, end_s=at, tokens=hit, outcome="hit" if hit else "miss",
@@ -123,6 +128,8 @@ class PluginRuntime:
         """Read SGLang's objects now and publish the snapshot as `latest`."""
         inputs = self.host.inputs(self.tally, batch=batch, now_s=now - self.started_s)
         snap = self.sampler.sample(inputs, per_node_refs=per_node, wall_s=time.time())
+        if self.hicache is not None:
+            snap = self._with_host_tier(snap, per_node)
         if per_node:
             self._last_tree = (snap.tree, snap.tree_nodes, now)
         elif self._last_tree is not None:
@@ -130,6 +137,15 @@ class PluginRuntime:
         self.latest = snap
         self.samples += 1
         return snap
+
+    def _with_host_tier(self, snap: Snapshot, per_node: bool) -> Snapshot:
+        try:
+            return self.hicache.complete(snap, per_node=per_node)
+        except Exception as exc:  # the host tier exists: unread, it is unknown, never 0
+            self.fail(exc)
+            ledger = dataclasses.replace(snap.ledger, host_tokens=None)
+            return dataclasses.replace(snap, ledger=ledger, notes=snap.notes + (
+                f"host tier: not read ({type(exc).__name__})",))
 
     def _carry_tree(self, snap: Snapshot, now: float) -> Snapshot:
         stats, nodes, read_s = self._last_tree
