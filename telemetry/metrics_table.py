@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Literal, NamedTuple
 
 from engine_adapter.snapshot import Snapshot
+from telemetry.hicache_metrics import HICACHE_ROWS
 
 MetricKind = Literal["gauge", "counter", "info"]
 
@@ -276,6 +277,10 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(name="kvctl_namespace_requests", kind="gauge", labels=("namespace",),
                read=_namespace_requests, tenant_labels=("namespace",),
                help="Unfinished requests by tenant namespace (hashed unless allow-listed)."),
+    # -- SGLang HiCache's host tier (telemetry/hicache_metrics.py)
+    *(MetricSpec(name=name, kind=kind, help=help, labels=labels,
+                 read=lambda s, _read=read: (Sample(*row) for row in _read(s)))
+      for name, kind, help, labels, read in HICACHE_ROWS),
 )
 
 METRICS_BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}

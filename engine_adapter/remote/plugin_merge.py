@@ -18,6 +18,8 @@ or empty where "empty" means "not published") is taken from the plugin::
     tree               mirror tokens; nodes None      nodes, leaves, depth when None
     tree_nodes         empty                          the per-node read
     requests           none                           the plugin's RequestViews (no tokens)
+    ledger.host,       None                           SGLang HiCache's host partition and
+    hicache                                           transfers (hicache_reader.py)
     alerts             remote alerts                  + the plugin's, by name, no duplicates
 
 The funnel is taken whole, not stage by stage: the remote's stage counts come from SGLang's
@@ -36,7 +38,7 @@ from engine_adapter.snapshot import Counters, Snapshot
 
 ENGINE = "remote+plugin"
 _LEDGER_FILL = ("protected_tokens", "private_tokens", "private_filled_tokens",
-                "host_capacity_tokens")
+                "host_capacity_tokens", "host")
 _TREE_FILL = ("nodes", "cached_tokens", "max_depth_tokens", "leaves")
 
 
@@ -69,6 +71,7 @@ def merge(remote: Snapshot, plugin: Snapshot, *, plugin_url: str) -> Snapshot:
         counters=counters, tree=tree,
         tree_nodes=remote.tree_nodes if len(remote.tree_nodes) else plugin.tree_nodes,
         requests=remote.requests or plugin.requests, alerts=alerts, notes=notes,
+        hicache=remote.hicache if remote.hicache is not None else plugin.hicache,
     )  # fmt: skip
 
 

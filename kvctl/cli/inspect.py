@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kvctl.cli.output import console, print_json, to_jsonable
+from kvctl.tui.host_tier import host_tier_derived, host_tier_rows
 from kvctl.cli.plugin_options import PluginToken
 from kvctl.errors import InputError, RuntimeFailure
 
@@ -190,6 +191,7 @@ def _snapshot_doc(snapshot: "Snapshot") -> dict[str, Any]:
             "residual_tokens": ledger.residual_tokens,
             "hit_rate": snapshot.hit_rate,
             "delta_ref_max": snapshot.refs.delta_ref_max,
+            "host": host_tier_derived(snapshot),  # SGLang HiCache; None: no host tier
         },
     }
 
@@ -282,6 +284,7 @@ def _worker_rows(read: "RemoteRead") -> list[tuple[str, str]]:
         ("H_prefix (seed 003 eq. 2)", _pct(s.hit_rate)),
         ("evicted tokens / retractions", f"{c.evicted_tokens:,} / {c.retractions:,}"),
     ]  # fmt: skip
+    rows += host_tier_rows(s)  # SGLang HiCache's host tier (kvctl/tui/host_tier.py)
     if read.plugin is not None:
         rows.append(("kvctl plugin", f"{read.plugin.state}  {read.plugin.url}"))
         refs = s.refs

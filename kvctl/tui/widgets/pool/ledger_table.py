@@ -8,6 +8,7 @@ from rich.text import Text
 
 from engine_adapter.snapshot import Snapshot
 from kvctl.tui import format as fmt
+from kvctl.tui.host_tier import host_tier_rows
 from kvctl.tui.widgets.common.snapshot_widgets import SnapshotStatic
 from kvctl.tui.widgets.pool.partition import SEGMENT_STYLES, segments
 
@@ -66,10 +67,12 @@ def ledger_text(snapshot: Snapshot) -> Text:
     text.append(f"  page {ledger.page_size}", style="dim")
     tail = ledger.tail_slots
     _row(text, "tail waste", fmt.DASH if tail is None else f"{tail:,}", "", "", mark=None)
-    host = f"{ledger.host_tokens:,}" + (
+    host = (fmt.DASH if ledger.host_tokens is None else f"{ledger.host_tokens:,}") + (
         f" / {ledger.host_capacity_tokens:,}" if ledger.host_capacity_tokens else ""
     )
     text.append("host tier ", style="dim").append(host)
+    for label, value in host_tier_rows(snapshot):  # SGLang HiCache (kvctl/tui/host_tier.py)
+        text.append(f"\n{label:<34}", style="dim").append(value)
     if ledger.protected_tokens is None or ledger.private_tokens is None:
         text.append(
             f"\nprotected / private split and tail waste: {fmt.unobservable(snapshot)}", style="dim"
