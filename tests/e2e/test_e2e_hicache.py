@@ -76,5 +76,5 @@ def test_host_tier_overflow_load_back_matches_sglang_per_request_details(hicache
     assert host["free_tokens"] + host["tree_tokens"] == host["capacity_tokens"]
     assert (io["hit_tokens_host"], io["hit_tokens_device"]) == (host_hits, device_hits)
     assert io["loaded_tokens"] == host_hits
-    assert io["written_tokens"] >= 1600 - 4  # every prompt's full pages were backed up
+    assert io["written_tokens"] == 1600  # 8 prompts x 50 full pages, each backed up once
     assert snap["ledger"]["host_tokens"] == derived["used_tokens"] == host["tree_tokens"]
