@@ -12,12 +12,17 @@ them back from the 2,052-slot host pool.
 from __future__ import annotations
 
 import random
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
 from e2e.kvctl_cli import kvctl_json
-from e2e.sglang_server import SGLangServer, free_port, skip_reason
+from e2e.prometheus_proc import Prometheus, wait_for
+from e2e.sglang_server import ROOT, SGLangServer, free_port, skip_reason
+from support.dashboard_queries import HICACHE_METRIC, panel_queries
+from support.telemetry_fixtures import ExporterProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -42,6 +47,11 @@ def hicache_server(tmp_path_factory):
         server.stop()
 
 
+def _prompts() -> list[list[int]]:
+    rng = random.Random(0)
+    return [[rng.randrange(1, 500) for _ in range(200)] for _ in range(8)]
+
+
 def _inspect_settled(server, timeout_s: float = 30.0) -> dict:
     """`kvctl inspect --json` once the plugin's sample has no HiCache transfer in flight."""
     deadline = time.monotonic() + timeout_s
@@ -60,8 +70,7 @@ def test_host_tier_overflow_load_back_matches_sglang_per_request_details(hicache
     load-back tokens kvctl reports equal SGLang's own per-request cached_tokens_details
     summed; `kvctl inspect --json` shows all of it."""
     assert hicache_server.flush_cache(wait_s=30)
-    rng = random.Random(0)
-    prompts = [[rng.randrange(1, 500) for _ in range(200)] for _ in range(8)]
+    prompts = _prompts()
     details = [hicache_server.generate(p, max_new_tokens=2)["meta_info"].get(
         "cached_tokens_details") or {} for _ in range(2) for p in prompts]
     host_hits = sum(d.get("host", 0) for d in details)
@@ -78,3 +87,29 @@ def test_host_tier_overflow_load_back_matches_sglang_per_request_details(hicache
     assert io["loaded_tokens"] == host_hits
     assert io["written_tokens"] == 1600  # 8 prompts x 50 full pages, each backed up once
     assert snap["ledger"]["host_tokens"] == derived["used_tokens"] == host["tree_tokens"]
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None,
+                    reason="prometheus not installed (apt-get install prometheus)")
+def test_dashboard_tier_panels_return_data_from_the_hicache_server(hicache_server, tmp_path):
+    """`kvctl exporter --url --plugin-url` on the HiCache server, scraped by a real Prometheus:
+    every query of the overview's HiCache panels returns a series, the host residual is 0
+    and the host-tier hits Prometheus holds equal the plugin's."""
+    overview = Path(ROOT) / "dashboards" / "kvctl-overview.json"
+    with ExporterProcess("--url", hicache_server.url, "--plugin-url", hicache_server.plugin_url,
+                         "--interval", "0.5") as exporter:
+        with Prometheus(tmp_path, [exporter.instance]) as prom:
+            wait_for(lambda: prom.value("kvctl_hicache_host_capacity_tokens") == 2052, 60,
+                     "the host pool's capacity scraped")
+            for ids in _prompts():  # a host tier that moves while Prometheus watches
+                hicache_server.generate(ids, max_new_tokens=2)
+            hits = _inspect_settled(hicache_server)["snapshot"]["hicache"]["hit_tokens_host"]
+            wait_for(lambda: prom.value('kvctl_hicache_hit_tokens_total{tier="host"}') == hits,
+                     60, f"{hits} host hit tokens scraped")
+            wait_for(lambda: prom.value("kvctl_hicache_host_residual_tokens") == 0, 60,
+                     "host residual 0")
+            queries = [(name, expr) for name, expr in panel_queries(overview, exporter.instance)
+                       if HICACHE_METRIC in expr]
+            assert len(queries) == 8
+            assert [name for name, expr in queries if not prom.query(expr)] == []
+    assert exporter.returncode == 0, exporter.stderr

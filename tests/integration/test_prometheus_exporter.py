@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.dashboard_queries import HICACHE_METRIC, panel_queries
 from support.telemetry_fixtures import ExporterProcess
 
 pytestmark = [
@@ -32,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "examples" / "scenarios" / "multi-tenant-chat.yaml"
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 RULE_FILES = [ROOT / "dashboards" / "prometheus" / n for n in ("alerts.yml", "recording.yml")]
-GRAFANA_RANGE = "1m"  # stands in for $__rate_interval / $__range / $__interval
 
 
 def _free_port() -> int:
@@ -123,16 +123,9 @@ def _query(base: str, expr: str) -> list:
 
 
 def _panel_queries(path: Path, instance: str) -> list[tuple[str, str]]:
-    dashboard = json.loads(path.read_text())
-    queries = []
-    for panel in dashboard["panels"]:
-        for target in panel.get("targets", []):
-            # Grafana regex-escapes a multi-value variable inside a PromQL string ("\\.").
-            expr = target["expr"].replace("$instance", re.escape(instance).replace("\\", "\\\\"))
-            for variable in ("$__rate_interval", "$__range", "$__interval"):
-                expr = expr.replace(variable, GRAFANA_RANGE)
-            queries.append((f"{path.name}: {panel['title']} [{target['refId']}]", expr))
-    return queries
+    # HiCache panels need SGLang's HiCache: evaluated in tests/e2e/test_e2e_hicache.py
+    return [(name, expr) for name, expr in panel_queries(path, instance)
+            if HICACHE_METRIC not in expr]
 
 
 def _alert_rules() -> list[dict]:
