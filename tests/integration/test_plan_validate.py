@@ -93,6 +93,16 @@ def test_host_tier_is_the_recommended_hicache_in_tokens(pressed):
     assert pressed["validation"]["target"]["host_capacity_tokens"] == expected
 
 
+def test_hicache_advice_names_kvctls_model_as_its_validation(pressed):
+    """HiCache on: the replay validated it with kvctl's host-tier model, and says so (JSON
+    and the "replayed with" line), not with SGLang's HiCache (docs/hicache.md)."""
+    validation = pressed["validation"]
+    assert validation["hicache_validated_by"] == "kvctl_model"
+    host = [line for line in validation["replayed_with"] if line.startswith("host tier")]
+    assert host[0].endswith("HiCache advice validated by kvctl's host-tier model "
+                            "(engine_adapter/embedded/host_tier.py), not SGLang's HiCache")
+
+
 def test_virtual_clock_prices_the_users_deployment_with_the_plans_mfu(pressed):
     """The replay's cost model is Llama-3-8B on H100-SXM x TP1, prefill MFU 0.6 (--prefill-mfu
     default), 131,072 B of K/V per token."""

@@ -133,11 +133,19 @@ def replay_target(
     return replace(target, mappings=_mappings(target, rec, plan))
 
 
+# What a replay validates HiCache advice with. kvctl's replay does not run SGLang's HiCache
+# (docs/hicache.md, "Not done"): the host tier it replays is kvctl's own model, named so.
+HICACHE_VALIDATED_BY = "kvctl_model"
+HICACHE_VALIDATED_BY_TEXT = ("kvctl's host-tier model (engine_adapter/embedded/host_tier.py), "
+                             "not SGLang's HiCache")
+
+
 def _mappings(t: ReplayTarget, rec: Recommendation, plan: CapacityPlan) -> tuple[str, ...]:
     """One "engine setting <- where it comes from" line per setting."""
     per_replica = f" (per server; {t.replicas} replicas, one replayed)" if t.replicas > 1 else ""
     host = (f"host tier {t.host_capacity_tokens:,} tokens <- --hicache-size "
-            f"({rec.hicache_host_bytes_per_device / 1e9:.1f} GB per device)" if t.hicache_enabled
+            f"({rec.hicache_host_bytes_per_device / 1e9:.1f} GB per device); HiCache advice "
+            f"validated by {HICACHE_VALIDATED_BY_TEXT}" if t.hicache_enabled
             else "host tier 0 tokens <- HiCache off (what an offload tool writes is dropped "
             "at once)")
     return (
