@@ -23,7 +23,9 @@ IO = HiCacheIO(written_tokens=1600, loaded_tokens=784, written_bytes=819200, loa
 
 def _with_host(host=HOST, io=IO):
     snap = seed_snapshot()
-    return dataclasses.replace(snap, ledger=dataclasses.replace(snap.ledger, host=host), hicache=io)
+    ledger = dataclasses.replace(snap.ledger, host=host, host_tokens=host.used_tokens,
+                                 host_capacity_tokens=host.capacity_tokens)
+    return dataclasses.replace(snap, ledger=ledger, hicache=io)
 
 
 def _samples(name, snap):
@@ -82,3 +84,23 @@ def test_no_host_tier_no_rows_and_no_derived():
     """A snapshot without HiCache: no rows, `derived.host` is None."""
     snap = seed_snapshot()
     assert (host_tier_rows(snap), host_tier_derived(snap)) == ([], None)
+
+
+def test_monitor_ledger_table_shows_the_host_tier():
+    """`kvctl monitor`'s ledger table ends with the host tier's rows when HiCache is on."""
+    from kvctl.tui.widgets.pool.ledger_table import ledger_text
+
+    text = ledger_text(_with_host()).plain
+    assert "host tier 800 / 2,052" in text
+    assert "host free / evictable / protected 1,252 / 776 / 16" in text
+    assert "host residual (slots in no node)  8 leak!" in text
+    assert "host pool" not in ledger_text(seed_snapshot()).plain
+
+
+def test_monitor_ledger_table_shows_an_unread_host_tier_as_a_dash():
+    """host_tokens None (a host tier kvctl could not read) renders as a dash, never 0."""
+    from kvctl.tui.widgets.pool.ledger_table import ledger_text
+
+    snap = seed_snapshot()
+    snap = dataclasses.replace(snap, ledger=dataclasses.replace(snap.ledger, host_tokens=None))
+    assert "host tier —" in ledger_text(snap).plain
