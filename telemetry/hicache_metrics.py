@@ -3,7 +3,7 @@
 
     kvctl_hicache_host_capacity_tokens        gauge    host pool slots (HiCache L2)
     kvctl_hicache_host_tokens{state}          gauge    free, evictable, protected (host ledger)
-    kvctl_hicache_host_used_tokens            gauge    capacity - free (sglang:hicache_host_used_tokens)
+    kvctl_hicache_host_used_tokens            gauge    capacity - free (SGLang's host gauge)
     kvctl_hicache_host_residual_tokens        gauge    host slots held by no tree node (a leak > 0)
     kvctl_hicache_written_tokens_total        counter  device -> host backups acked
     kvctl_hicache_loaded_tokens_total         counter  host -> device load-backs acked

@@ -52,7 +52,8 @@ class HiCacheReader:
         host_pool = host_pool_of(tree_cache)
         return None if host_pool is None else cls(tree_cache, host_pool, on_error)
 
-    def __init__(self, tree_cache: Any, host_pool: Any, on_error: Callable[[Exception], None]) -> None:
+    def __init__(self, tree_cache: Any, host_pool: Any,
+                 on_error: Callable[[Exception], None]) -> None:
         self.cache = tree_cache
         self.host_pool = host_pool
         self.controller = tree_cache.cache_controller

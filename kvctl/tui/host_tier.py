@@ -27,7 +27,8 @@ def residual_verdict(host: HostLedger) -> str:
     residual = host.residual_tokens
     if residual is None:
         return f"{DASH} (needs a per-node read)"
-    return f"{residual:,} " + ("ok" if residual == 0 else "leak!" if residual > 0 else "double count!")
+    verdict = "ok" if residual == 0 else "leak!" if residual > 0 else "double count!"
+    return f"{residual:,} {verdict}"
 
 
 def host_tier_rows(snapshot: Snapshot) -> list[tuple[str, str]]:

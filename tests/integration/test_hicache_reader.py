@@ -151,7 +151,8 @@ def _runtime(stack):
 
 
 def test_plugin_snapshot_carries_the_host_tier_through_the_wire_format(stack):
-    """The plugin runtime's sample has the host ledger and transfers; /snapshot's JSON keeps them."""
+    """The plugin runtime's sample has the host ledger and transfers; /snapshot's JSON keeps
+    them."""
     from engine_adapter.snapshot_codec import decode_snapshot, encode_snapshot
 
     runtime = _runtime(stack)

@@ -1,4 +1,4 @@
-"""TEST-ONLY: SGLang's HiCache (`--enable-hierarchical-cache`) on a plain CPU, through SGLang's seams.
+"""TEST-ONLY: SGLang's HiCache (`--enable-hierarchical-cache`) on a plain CPU, via SGLang's seams.
 
 Why it exists: SGLang 0.5.23 builds the host pool of a plain MHA device pool in
 `hybrid_pool_assembler.build_kv_host_pool`, which constructs `MHATokenToKVPoolHost` without a
