@@ -41,7 +41,10 @@ from e2e.sglang_server import SGLangServer  # noqa: E402
 TRACE = ROOT / "examples" / "traces" / "mooncake" / "head_500.jsonl"
 SCALE = 8
 SERVER_ARGS = ("--page-size", "16", "--max-total-tokens", "65536", "--context-length", "8192",
-               "--chunked-prefill-size", "2048", "--max-running-requests", "8")
+               "--chunked-prefill-size", "2048", "--max-running-requests", "8",
+               # the pool is fixed by --max-total-tokens; a larger fraction only keeps
+               # SGLang's memory check from failing while other processes load the host
+               "--mem-fraction-static", "0.5")
 
 
 def scaled_trace(folder: Path, limit: int) -> Path:
