@@ -27,16 +27,44 @@ def against_command(workload: str, url: str, *, speedup: float, limit: int | Non
         flags = ", ".join("--" + name.replace("_", "-") for name in clashing)
         raise InputError(f"--against replays with the server's own settings: drop {flags}")
     total = scan_trace(workload, limit=limit).requests
-    with ProgressBar(not json_output, "drive (sent and answered)", total=total) as sent, \
-            ProgressBar(not json_output, "replay") as replay:
+    bars = _Phases(ProgressBar(not json_output, "server answered", total=total),
+                   ProgressBar(not json_output, "replay"))
+    try:
         document = run_twin(workload, url, speedup=speedup, limit=limit, vocab_size=vocab_size,
-                            seed=seed or 0, deployment=deployment,
-                            on_sent=sent.runs_done if sent.enabled else None,
-                            on_replay=replay.replay if replay.enabled else None)
+                            seed=seed or 0, deployment=deployment, on_sent=bars.sent,
+                            on_replay=bars.replay)
+    finally:
+        bars.close()
     if json_output:
         print_json(versioned(document))
     else:
         console().print(render_twin(document))
+
+
+class _Phases:
+    """One progress bar at a time (a TTY only): the drive's, then the replay's."""
+
+    def __init__(self, drive, replay) -> None:
+        self._drive, self._replay = drive, replay
+        self._active = None
+
+    def _switch(self, bar) -> None:
+        if self._active is not bar:
+            self.close()
+            self._active = bar.__enter__()
+
+    def sent(self, count: int) -> None:
+        self._switch(self._drive)
+        self._drive.runs_done(count)
+
+    def replay(self, progress) -> None:
+        self._switch(self._replay)
+        self._replay.replay(progress)
+
+    def close(self) -> None:
+        if self._active is not None:
+            self._active.__exit__(None, None, None)
+            self._active = None
 
 
 def render_twin(doc: dict):
@@ -46,6 +74,7 @@ def render_twin(doc: dict):
     from rich.text import Text
 
     from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.replay import _sec
 
     m, p, a = doc["measured"], doc["predicted"], doc["agreement"]
     table = FitTable(title=f"{doc['trace']} against {doc['server']} (arrivals / "
@@ -94,9 +123,3 @@ def _x(value) -> str:
 
 def _num(value) -> str:
     return "-" if value is None else f"{value:,.0f}"
-
-
-def _sec(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.2f} s"
