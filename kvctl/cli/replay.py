@@ -92,6 +92,8 @@ def replay_command(
     """Build settings, validate, run, render. InputError (exit 2) before running on bad input."""
     from kvctl.replay.runner import ReplaySettings
 
+    if against is None and (speedup != 1.0 or vocab_size is not None):
+        raise InputError("--speedup and --vocab-size go with --against URL")
     if against is not None:  # the twin: kvctl/twin, kvctl/cli/twin.py
         from kvctl.cli.twin import against_command
 

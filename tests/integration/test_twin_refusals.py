@@ -116,3 +116,10 @@ def test_replay_settings_contradicting_the_server_are_refused():
     assert result.exit_code == 2
     assert result.stderr.strip() == ("kvctl: error: --against replays with the server's own "
                                      "settings: drop --page-size")
+
+
+def test_speedup_without_against_is_refused():
+    """--speedup alone means nothing to a plain replay: exit 2, one line."""
+    result = CliRunner().invoke(app, ["replay", HEAD, "--limit", "2", "--speedup", "5"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "kvctl: error: --speedup and --vocab-size go with --against URL"
