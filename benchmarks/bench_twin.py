@@ -19,6 +19,7 @@ prediction: token hit rate, the share of requests whose hit tokens equal SGLang'
 TTFT p50/p99 within 20% (with a fitted clock; the roofline models an H100, not this CPU).
 
     .venv/bin/python benchmarks/bench_twin.py [--limit 300] [--speedups 5,20] [--runs 2]
+                                              [--save runs.json]
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=300)
     parser.add_argument("--speedups", default="5,20")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--save", help="write every run's --against document here (JSON)")
     args = parser.parse_args()
     speedups = [float(s) for s in args.speedups.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-twin-") as folder:
@@ -100,6 +102,8 @@ def main() -> int:
         finally:
             server.stop()
     print(report(results, args.limit))
+    if args.save:
+        Path(args.save).write_text(json.dumps({str(k): v for k, v in results.items()}))
     return 0
 
 
@@ -115,10 +119,15 @@ def report(results: dict, limit: int) -> str:
         mean = statistics.fmean(doc["measured"]["hit_rate"] for doc in runs)
         predicted = runs[0]["predicted"]
         lines.append(_row("", "predicted", predicted, None))
-        lines.append(f"{'':6} {'':10} predicted - mean measured hit rate: "
-                     f"{(predicted['hit_rate'] - mean) * 100:+.2f} points "
-                     f"(mean {mean:.2%}); TTFT p50 x{_ratio(predicted, runs, 'ttft_p50_s')}, "
-                     f"p99 x{_ratio(predicted, runs, 'ttft_p99_s')} of mean measured")
+        points = (predicted["hit_rate"] - mean) * 100
+        equal = min(doc["agreement"]["hit_tokens_equal_share"] for doc in runs)
+        lines.append(f"{'':6} {'':10} predicted - mean measured hit rate: {points:+.2f} points "
+                     f"(mean {mean:.2%}; target within 0.5: {_yes(abs(points) <= 0.5)}); "
+                     f"equal hits >= 90% in every run: {_yes(equal >= 0.9)}")
+        p50, p99 = _ratio(predicted, runs, "ttft_p50_s"), _ratio(predicted, runs, "ttft_p99_s")
+        lines.append(f"{'':6} {'':10} TTFT predicted / mean measured: p50 x{p50:.3f}, p99 "
+                     f"x{p99:.3f} (target within 20%: "
+                     f"{_yes(abs(p50 - 1) <= 0.2 and abs(p99 - 1) <= 0.2)})")
     lines.append("TTFT predicted on the roofline clock unless a fitted cost model is wired "
                  "(kvctl/twin/settings_map.py HOOK); measured: " +
                  next(iter(results.values()))[0]["measured"]["ttft_source"])
@@ -127,18 +136,24 @@ def report(results: dict, limit: int) -> str:
 
 def _row(load: str, what: str, block: dict, equal) -> str:
     share = "-" if equal is None else f"{equal:.1%}"
+    evicted = "-" if block["evicted_tokens"] is None else f"{block['evicted_tokens']:,}"
     return (f"{load:>6} {what:10} {block['hit_rate']:9.2%} {share:>11} "
             f"{_ms(block['ttft_p50_s']):>10} {_ms(block['ttft_p99_s']):>10} "
-            f"{block['rejected']:>9} {block['evicted_tokens'] if block['evicted_tokens'] is not None else '-':>9}")
+            f"{block['rejected']:>9} {evicted:>9}")
 
 
 def _ms(value) -> str:
-    return "-" if value is None else f"{value * 1000:,.1f} ms"
+    if value is None:
+        return "-"
+    return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.2f} s"
 
 
-def _ratio(predicted: dict, runs: list, key: str) -> str:
-    mean = statistics.fmean(doc["measured"][key] for doc in runs)
-    return f"{predicted[key] / mean:.3f}" if predicted[key] is not None and mean else "-"
+def _ratio(predicted: dict, runs: list, key: str) -> float:
+    return predicted[key] / statistics.fmean(doc["measured"][key] for doc in runs)
+
+
+def _yes(met: bool) -> str:
+    return "met" if met else "NOT met"
 
 
 if __name__ == "__main__":
