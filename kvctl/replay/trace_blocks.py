@@ -9,9 +9,11 @@ sidecar says.
     hash_ids:  [ b0        | b1        | ... | b(n-1)          ]
     tokens:     0          B           2B    (n-1)B     input_length      B = block_tokens
 
-A replay's page must divide B (`check_block_pages`): a page is then never split across
-two blocks, so a page is shared exactly when its block is, as on the recorded server.
-Every problem is an InputError naming the sidecar (one line, exit 2).
+Pages and blocks must align (`check_block_pages`): a page that divides B (the recorded
+server's page, or a finer one) is shared exactly when its block is, as on the recorded
+server; a page that is a multiple of B spans whole blocks (a what-if with larger pages:
+shared when all its blocks are). A page that does neither would straddle block boundaries
+and is refused. Every problem is an InputError naming the sidecar (one line, exit 2).
 """
 
 from __future__ import annotations
@@ -61,14 +63,15 @@ def recorded_page_size(trace: str | Path) -> int | None:
 
 
 def check_block_pages(trace: str | Path, block_tokens: int, page_size: int) -> None:
-    """InputError unless `page_size` divides `block_tokens` (module docstring)."""
-    if block_tokens % page_size == 0:
+    """InputError unless pages and blocks align (module docstring)."""
+    if block_tokens % page_size == 0 or page_size % block_tokens == 0:
         return
     where = (f"{sidecar_path(trace).name} says {block_tokens}-token blocks"
              if block_tokens != BLOCK_TOKENS else f"{block_tokens}-token blocks")
-    raise InputError(f"{Path(trace).name}: {where}, not a multiple of page size {page_size}: "
-                     f"give --page-size dividing {block_tokens} (e.g. "
-                     f"{_largest_divisor_at_most(block_tokens, page_size)})")
+    raise InputError(f"{Path(trace).name}: {where}, which pages of {page_size} tokens would "
+                     f"straddle: give a --page-size that divides {block_tokens} (e.g. "
+                     f"{_largest_divisor_at_most(block_tokens, page_size)}) or is a "
+                     f"multiple of it")
 
 
 def _largest_divisor_at_most(value: int, limit: int) -> int:

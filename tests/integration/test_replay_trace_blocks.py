@@ -47,15 +47,25 @@ def test_a_four_token_block_recording_replays_its_sharing_at_its_page_size(tmp_p
     assert (doc["requests"], doc["prompt_tokens"], doc["hit_tokens"]) == (2, 22, 8)
 
 
-def test_a_page_that_does_not_divide_the_block_is_one_line_naming_the_fix(tmp_path):
-    """4-token blocks replayed at --page-size 16: exit 2, one line naming the sidecar and a
-    page size that works."""
+def test_a_page_that_straddles_blocks_is_one_line_naming_the_fix(tmp_path):
+    """4-token blocks replayed at --page-size 6 (neither divides the other): exit 2, one
+    line naming the sidecar and a page size that works."""
     trace = write_trace(tmp_path, FOUR, {"block_tokens": 4, "page_size": 4})
-    result = replay(trace, "--page-size", "16")
+    result = replay(trace, "--page-size", "6")
     assert result.exit_code == 2
     assert result.stderr.strip() == (
-        "kvctl: error: rec.jsonl: rec.meta.json says 4-token blocks, not a multiple of page "
-        "size 16: give --page-size dividing 4 (e.g. 4)")
+        "kvctl: error: rec.jsonl: rec.meta.json says 4-token blocks, which pages of 6 tokens "
+        "would straddle: give a --page-size that divides 4 (e.g. 4) or is a multiple of it")
+
+
+def test_pages_larger_than_the_blocks_share_whole_pages_only(tmp_path):
+    """The same recording at --page-size 8 (a what-if with larger pages): the second request
+    shares one whole 8-token page of the first, and its 10-token prompt can use 8 of them
+    (SGLang matches at most input - 1 = 9 tokens, one page)."""
+    trace = write_trace(tmp_path, FOUR, {"block_tokens": 4, "page_size": 4})
+    result = replay(trace, "--page-size", "8", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["hit_tokens"] == 8
 
 
 @pytest.mark.parametrize("meta, expected", [
