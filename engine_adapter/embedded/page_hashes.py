@@ -19,6 +19,9 @@ so its term comes from (block id, page index in block) without materializing a t
     pages:     [ f=1+512 b0 | +p | ..| f=1+512 b1 | +p | ..| ...     (q = 512 / p per block)
     H:           H_0   H_1  ...        H_q  ...                      (full pages only)
 
+The block size is 512 for Mooncake's traces; a recording's sidecar may give another (any
+multiple of the page size, kvctl.replay.trace_blocks): read 512 above as `block_tokens`.
+
 Either way the values are bit-identical to hashing the tokens, so pages from a trace's
 block ids, from a scenario's tokens and from decode output (synthetic ids) share one set.
 
@@ -35,18 +38,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-BLOCK_TOKENS = 512  # tokens per Mooncake hash block
+BLOCK_TOKENS = 512  # tokens per Mooncake hash block (a recording's sidecar may say other)
 _U64 = np.uint64
 _EMPTY = np.empty(0, dtype=_U64)
-_OFFSETS = np.arange(1, BLOCK_TOKENS + 1, dtype=np.int64)
 
 
-def expand_blocks(block_ids: Sequence[int], length: int) -> np.ndarray:
+def expand_blocks(block_ids: Sequence[int], length: int,
+                  block_tokens: int = BLOCK_TOKENS) -> np.ndarray:
     """The synthetic prompt of a block-id sequence, cut at `length` (kvctl.replay.mooncake):
-    block(b) = [1 + 512 b, 2 + 512 b, ..., 512 + 512 b]. `PageChain` hashes block ids as if
-    they were expanded this way."""
+    block(b) = [1 + B b, 2 + B b, ..., B + B b] with B = block_tokens. `PageChain` hashes
+    block ids as if they were expanded this way."""
     ids = np.asarray(block_ids, dtype=np.int64)
-    return (ids[:, None] * BLOCK_TOKENS + _OFFSETS[None, :]).reshape(-1)[:length]
+    offsets = np.arange(1, block_tokens + 1, dtype=np.int64)
+    return (ids[:, None] * block_tokens + offsets[None, :]).reshape(-1)[:length]
 
 
 class BlockPrompt:
@@ -58,19 +62,21 @@ class BlockPrompt:
     their expanded prompts held about 650 MB of the replay's 2.6 GB peak RSS. The engine
     expands a prompt when the request is first examined for admission (its `Req`)."""
 
-    __slots__ = ("block_ids", "length")
+    __slots__ = ("block_ids", "length", "block_tokens")
 
-    def __init__(self, block_ids: Sequence[int], length: int) -> None:
-        if not 0 <= length <= BLOCK_TOKENS * len(block_ids):
+    def __init__(self, block_ids: Sequence[int], length: int,
+                 block_tokens: int = BLOCK_TOKENS) -> None:
+        if not 0 <= length <= block_tokens * len(block_ids):
             raise ValueError(f"{length} tokens do not fit {len(block_ids)} blocks")
         self.block_ids = block_ids
         self.length = length
+        self.block_tokens = block_tokens
 
     def __len__(self) -> int:
         return self.length
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        tokens = expand_blocks(self.block_ids, self.length)
+        tokens = expand_blocks(self.block_ids, self.length, self.block_tokens)
         return tokens if dtype is None else tokens.astype(dtype, copy=False)
 
     def __getitem__(self, index):
@@ -87,7 +93,7 @@ class PrefixHasher:
         self.page_size = page_size
         self.base = _U64(base)
         self._powers = np.ones(1, dtype=_U64)
-        self._in_block: np.ndarray | None = None
+        self._in_block: dict[int, np.ndarray] = {}  # per block size: (1 + k p) S + T
         powers = self.powers(page_size)
         with np.errstate(over="ignore"):
             self._sum = powers.sum(dtype=_U64)  # S
@@ -118,23 +124,26 @@ class PrefixHasher:
             prefix = np.cumsum(terms, dtype=_U64)
         return prefix[p - 1 :: p].copy()  # 8 B per page, not per token, stays cached
 
-    def block_hashes(self, block_ids: Sequence[int], length: int) -> np.ndarray:
+    def block_hashes(self, block_ids: Sequence[int], length: int,
+                     block_tokens: int = BLOCK_TOKENS) -> np.ndarray:
         """H at each full page boundary of the first `length` tokens of the expansion of
-        `block_ids` (expand_blocks); needs page_size | BLOCK_TOKENS. Page k of block b has
-        f = 1 + 512 b + k p, so its term is B^{m p} (512 S b + (1 + k p) S + T)."""
+        `block_ids` (expand_blocks); needs page_size | block_tokens. Page k of block b has
+        f = 1 + 512 b + k p, so its term is B^{m p} (512 S b + (1 + k p) S + T) (512 being
+        `block_tokens`)."""
         p = self.page_size
-        per_block = BLOCK_TOKENS // p
+        per_block = block_tokens // p
         pages = min(length // p, len(block_ids) * per_block)
         if pages == 0:
             return _EMPTY
-        if self._in_block is None:
+        in_block = self._in_block.get(block_tokens)
+        if in_block is None:
             with np.errstate(over="ignore"):
                 ks = np.arange(per_block, dtype=_U64) * _U64(p) + _U64(1)
-                self._in_block = ks * self._sum + self._ramp  # (1 + k p) S + T, per k
+                in_block = self._in_block[block_tokens] = ks * self._sum + self._ramp
         blocks = np.asarray(block_ids, dtype=_U64)
         with np.errstate(over="ignore"):
-            scaled = blocks * (_U64(BLOCK_TOKENS) * self._sum)
-            terms = (scaled[:, None] + self._in_block[None, :]).reshape(-1)[:pages]
+            scaled = blocks * (_U64(block_tokens) * self._sum)
+            terms = (scaled[:, None] + in_block[None, :]).reshape(-1)[:pages]
             terms *= self.powers(pages * p)[::p]
             return np.cumsum(terms, dtype=_U64)
 
@@ -167,17 +176,21 @@ class PrefixHasher:
 class PageChain:
     """One request's prompt page hashes, computed at most once (on the oracle's first
     question about it) and dropped with the request. From `block_ids` when the prompt is
-    their expansion and the page size divides a block; else from the prompt's tokens.
+    their expansion (blocks of `block_tokens`) and the page size divides a block; else from
+    the prompt's tokens.
 
     recorded: per oracle key, the range of prompt pages [lo, hi) the oracle already added
     to that key's set from this chain (a later record of the same request skips them).
     """
 
-    __slots__ = ("prompt", "block_ids", "recorded", "_hashes", "_hasher", "_fill", "_checked")
+    __slots__ = ("prompt", "block_ids", "block_tokens", "recorded", "_hashes", "_hasher",
+                 "_fill", "_checked")
 
-    def __init__(self, prompt: np.ndarray, block_ids: Sequence[int] | None = None) -> None:
+    def __init__(self, prompt: np.ndarray, block_ids: Sequence[int] | None = None,
+                 block_tokens: int = BLOCK_TOKENS) -> None:
         self.prompt = _as_int64(prompt)
         self.block_ids = block_ids
+        self.block_tokens = block_tokens
         self.recorded: dict[tuple[str, int], tuple[int, int]] = {}
         self._hashes: np.ndarray | None = None
         self._hasher: PrefixHasher | None = None
@@ -200,8 +213,9 @@ class PageChain:
     def hashes(self, hasher: PrefixHasher) -> np.ndarray:
         """H at each full page boundary of the prompt (computed once per hasher)."""
         if self._hashes is None or self._hasher is not hasher:
-            if self.block_ids is not None and BLOCK_TOKENS % hasher.page_size == 0:
-                self._hashes = hasher.block_hashes(self.block_ids, len(self.prompt))
+            if self.block_ids is not None and self.block_tokens % hasher.page_size == 0:
+                self._hashes = hasher.block_hashes(self.block_ids, len(self.prompt),
+                                                   self.block_tokens)
             else:
                 self._hashes = hasher.token_hashes(self.prompt)
             self._hasher = hasher

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from engine_adapter.embedded.page_hashes import BlockPrompt, PageChain
+from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, BlockPrompt, PageChain
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +29,8 @@ class RequestSpec:
       evicted meanwhile). None: the engine's default. Ignored when `session` is None.
     namespace: the cache namespace it asks to read (default: its tenant's own).
     block_ids: set when `tokens` is exactly `page_hashes.expand_blocks(block_ids,
-      len(tokens))` (a Mooncake trace line); lets the content oracle hash pages from the
+      len(tokens), B)` (a Mooncake trace line; B is the `BlockPrompt`'s block size, 512
+      otherwise); lets the content oracle hash pages from the
       ids instead of the tokens. None: hash the tokens.
     """
 
@@ -129,7 +130,8 @@ class Tracked:
         prompt is a zero-copy view of the `Req`'s `origin_input_ids` (read only once the
         request is examined, when its `Req` exists anyway), not a second expansion of a
         `BlockPrompt`: one int64 copy of each live prompt, not two."""
-        return PageChain(self.req.origin_input_ids, self.spec.block_ids)
+        return PageChain(self.req.origin_input_ids, self.spec.block_ids,
+                         getattr(self.spec.tokens, "block_tokens", BLOCK_TOKENS))
 
     def record_funnel(self, funnel) -> None:
         """Place this request in `funnel` (a FunnelRecorder) once, when its hit is known to

@@ -53,7 +53,8 @@ class PluginRuntime:
         self.host = SchedulerHost(scheduler, salt=secrets.token_hex(8))
         self.tally = StepTally(on_admit=self._admitted)
         self.receipts = ReceiptLog()
-        self.recording = RecordingTap.from_env()  # off unless KVCTL_RECORD=1 (kvctl record)
+        # off unless KVCTL_RECORD=1 (kvctl record); blocks of the server's page by default
+        self.recording = RecordingTap.from_env(page_size=info.page_size)
         self.sampler = Sampler(info)
         self.clock = clock
         self.started_s = clock()

@@ -17,7 +17,9 @@ What a hook reads from a `Req` (sglang/srt/managers/schedule_batch.py): `rid`,
 Contract: a hook never raises into the server and never waits on the reader. Any exception
 is caught and counted in `errors`; after `max_errors` of them the tap turns itself off
 (`disabled_reason` says why) rather than cost the server on every request. Enabled only by
-`KVCTL_RECORD=1`; `KVCTL_RECORD_BLOCK_TOKENS` sets the block size (default 512, Mooncake's).
+`KVCTL_RECORD=1`; `KVCTL_RECORD_BLOCK_TOKENS` sets the block size, by default the server's
+page size: the radix cache shares whole pages, so page blocks lose no sharing, and a reader
+can coarsen them to any multiple (kvctl record --block-tokens 512 for Mooncake's blocks).
 """
 
 from __future__ import annotations
@@ -68,15 +70,17 @@ class RecordingTap:
         self._max_errors = max_errors
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> RecordingTap:
+    def from_env(cls, environ: Mapping[str, str] | None = None, *,
+                 page_size: int | None = None, **kwargs: Any) -> RecordingTap:
         """A tap configured from the environment; disabled (never raising) unless
-        KVCTL_RECORD=1 and KVCTL_RECORD_BLOCK_TOKENS, if set, is a positive integer."""
+        KVCTL_RECORD=1 and KVCTL_RECORD_BLOCK_TOKENS, if set, is a positive integer.
+        Unset, the block is `page_size` (the scheduler's), else Mooncake's 512."""
         env = os.environ if environ is None else environ
         if env.get(ENV_ENABLE, "").strip() != "1":
             return cls(enabled=False, disabled_reason=(
                 f"recording is off: start the server with {ENV_ENABLE}=1"), **kwargs)
         raw = env.get(ENV_BLOCK_TOKENS, "").strip()
-        block_tokens = DEFAULT_BLOCK_TOKENS
+        block_tokens = page_size if page_size and page_size > 0 else DEFAULT_BLOCK_TOKENS
         if raw:
             try:
                 block_tokens = int(raw)

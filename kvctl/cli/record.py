@@ -34,8 +34,10 @@ def record_command(
     plugin_token: PluginToken = None,
     duration: Annotated[Optional[str], Opt(help="Stop after this long: 90s, 10m, 1h.")] = None,
     max_requests: Annotated[Optional[int], Opt(help="Stop after N finished requests.")] = None,
-    block_tokens: Annotated[int, Opt(help=(
-        "Tokens per hash block; must equal the server's KVCTL_RECORD_BLOCK_TOKENS."))] = 512,
+    block_tokens: Annotated[Optional[int], Opt(help=(
+        "Tokens per hash block (default: the server's, its page size unless "
+        "KVCTL_RECORD_BLOCK_TOKENS says otherwise); a multiple of it. 512: Mooncake's."))
+    ] = None,
     interval: Annotated[float, Opt(help="Seconds between polls.")] = 0.5,
     json_output: Annotated[bool, Opt("--json", help=(
         "Print the sidecar as JSON at the end."))] = False,
@@ -48,7 +50,7 @@ def record_command(
     duration_s = parse_duration(duration) if duration is not None else None
     if max_requests is not None and max_requests <= 0:
         raise InputError(f"--max-requests must be positive, got {max_requests}")
-    if block_tokens <= 0:
+    if block_tokens is not None and block_tokens <= 0:
         raise InputError(f"--block-tokens must be positive, got {block_tokens}")
     if interval <= 0:
         raise InputError(f"--interval must be > 0 seconds, got {interval}")
@@ -60,11 +62,10 @@ def record_command(
                                interval_s=interval)
     with LiveLine(not json_output, duration_s=duration_s, max_requests=max_requests) as line:
         session.run(on_progress=line.update)
-    _finish(session, target, out, block_tokens, started_at, json_output)
+    _finish(session, target, out, started_at, json_output)
 
 
-def _finish(session, target, out: Path, block_tokens: int, started_at: str,
-            json_output: bool) -> None:
+def _finish(session, target, out: Path, started_at: str, json_output: bool) -> None:
     from kvctl.cli.output import console, print_json
     from kvctl.record.writer import meta_path, write_recording
     from kvctl.replay.mooncake import BLOCK_TOKENS as MOONCAKE_BLOCK_TOKENS
@@ -73,8 +74,10 @@ def _finish(session, target, out: Path, block_tokens: int, started_at: str,
     if not session.records:
         why = f" ({session.lost})" if session.lost else ""
         raise RuntimeFailure(f"no request finished while recording{why}; nothing written")
+    block_tokens = target.block_tokens
     meta = {
         "block_tokens": block_tokens,
+        "server_block_tokens": target.server_block_tokens,
         "dropped": session.dropped,
         "model": target.model,
         "page_size": target.page_size,
@@ -102,8 +105,10 @@ def _finish(session, target, out: Path, block_tokens: int, started_at: str,
             f"tokens, {document['distinct_blocks']:,} distinct blocks, {session.dropped:,} "
             f"dropped -> {out} (+ {meta_path(out).name}); no token ids stored")
     if block_tokens != MOONCAKE_BLOCK_TOKENS:
-        typer.echo(f"kvctl: note: {block_tokens}-token blocks; kvctl replay and Mooncake tools "
-                   f"read {MOONCAKE_BLOCK_TOKENS}-token blocks", err=True)
+        typer.echo(f"kvctl: note: {block_tokens}-token blocks (kvctl replay reads the size from "
+                   f"{meta_path(out).name}); Mooncake's own tools expect "
+                   f"{MOONCAKE_BLOCK_TOKENS}: record with --block-tokens "
+                   f"{MOONCAKE_BLOCK_TOKENS} for them", err=True)
     if session.lost:
         raise RuntimeFailure(f"recording stopped early: {session.lost}; wrote what was received "
                              f"to {out}")

@@ -81,9 +81,30 @@ def replay_command(
         "Write report.json, timeline.csv and PNG plots here."))] = None,
     json_output: Annotated[bool, Opt("--json", help="Print the report as JSON.")] = False,
     device: DeviceOption = None,
+    against: Annotated[Optional[str], Opt(help=(
+        "Drive this live SGLang server (http://HOST:PORT) with the trace, replay it with the "
+        "server's settings, print predicted against measured (docs/twin.md)."))] = None,
+    speedup: Annotated[float, Opt(help="With --against: arrivals divided by X.")] = 1.0,
+    vocab_size: Annotated[Optional[int], Opt(help=(
+        "With --against: the model's vocabulary, when its config.json is not readable "
+        "here."))] = None,
 ) -> None:
     """Build settings, validate, run, render. InputError (exit 2) before running on bad input."""
     from kvctl.replay.runner import ReplaySettings
+
+    if against is None and (speedup != 1.0 or vocab_size is not None):
+        raise InputError("--speedup and --vocab-size go with --against URL")
+    if against is not None:  # the twin: kvctl/twin, kvctl/cli/twin.py
+        from kvctl.cli.twin import against_command
+
+        return against_command(
+            str(workload), against, speedup=speedup, limit=limit, vocab_size=vocab_size,
+            seed=seed, deployment=Deployment(model=model, gpu=gpu, tp=tp),
+            json_output=json_output, given={
+                "pool_tokens": pool_tokens is not None, "pool_gb": pool_gb is not None,
+                "page_size": page_size is not None, "eviction": eviction is not None,
+                "max_running": max_running is not None, "token_budget": token_budget is not None,
+                "tau_high": tau_high is not None, "sweep": bool(sweep), "out": out is not None})
 
     base = ReplaySettings(
         workload=str(workload), deployment=Deployment(model=model, gpu=gpu, tp=tp),

@@ -10,13 +10,18 @@ way that can fail before anything is recorded is an InputError naming the fix (e
     plugin unreachable / no /records    -> start it with KVCTL_SGLANG_PLUGIN=1 / upgrade
     401 / 403                           -> --plugin-token (the server's KVCTL_PLUGIN_TOKEN)
     recording off                       -> KVCTL_RECORD=1
-    another block size                  -> --block-tokens N or KVCTL_RECORD_BLOCK_TOKENS
+    --block-tokens not a multiple of the server's blocks -> a multiple, or
+                                           KVCTL_RECORD_BLOCK_TOKENS on the server
 
-After that, `RecordsClient.poll()` raises Unreachable / RuntimeFailure; the session decides.
+The server hashes blocks of its page size by default (engine_adapter/recording/tap.py);
+`--block-tokens N` (a multiple of that) coarsens them here, losing nothing a Mooncake trace
+of N-token blocks would keep (`coarsen`). After that, `RecordsClient.poll()` raises
+Unreachable / RuntimeFailure; the session decides.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.parse
 from dataclasses import dataclass
@@ -41,6 +46,8 @@ class Target:
     page_size: int
     dp_size: int
     version: str
+    block_tokens: int  # tokens per hash id in the trace written
+    server_block_tokens: int  # tokens per digest the server hashes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +69,7 @@ class RecordsClient:
     def __init__(self, plugin_url: str, *, token: str | None, timeout_s: float = 5.0,
                  limit: int = 4096) -> None:
         self.plugin_url = plugin_url
+        self.group = 1  # server blocks per trace block (coarsen)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout_s = timeout_s
         self.limit = limit
@@ -90,15 +98,17 @@ class RecordsClient:
         if status != 200 or not isinstance(document, dict):
             raise RuntimeFailure(f"{url} answered HTTP {status}"
                                  + ("" if isinstance(document, dict) else ", not JSON"))
-        page = _page(document, url)
+        page = _page(document, url, self.group)
         self.ack, self.recording_id = page.next_ack, page.recording_id
         return page
 
 
-def connect(url: str, *, plugin_url: str | None, token: str | None, block_tokens: int,
-            timeout_s: float = 5.0) -> tuple[Target, RecordsClient, RecordsPage]:
+def connect(url: str, *, plugin_url: str | None, token: str | None,
+            block_tokens: int | None, timeout_s: float = 5.0,
+            ) -> tuple[Target, RecordsClient, RecordsPage]:
     """Check everything before recording; returns the target, a client and its first page
-    (records finished since the last reader acknowledged, possibly none)."""
+    (records finished since the last reader acknowledged, possibly none). `block_tokens`
+    None: the server's blocks as they are."""
     base = normalize_base_url(url)
     try:
         document, _path = fetch_server_info_document(base, timeout_s=timeout_s)
@@ -126,14 +136,37 @@ def connect(url: str, *, plugin_url: str | None, token: str | None, block_tokens
     except RuntimeFailure as err:
         raise InputError(f"the kvctl plugin at {plugin} answered badly ({err}): install the "
                          "same kvctl version on the server") from None
-    if page.block_tokens != block_tokens:
+    server_blocks = page.block_tokens
+    if block_tokens is None:
+        block_tokens = server_blocks
+    if block_tokens % server_blocks:
         raise InputError(
-            f"the server records {page.block_tokens}-token blocks, not {block_tokens}: pass "
-            f"--block-tokens {page.block_tokens}, or restart the server with "
-            f"KVCTL_RECORD_BLOCK_TOKENS={block_tokens}")
+            f"the server records {server_blocks}-token blocks; --block-tokens {block_tokens} "
+            f"is not a multiple of {server_blocks}: pass a multiple, or restart the server "
+            f"with KVCTL_RECORD_BLOCK_TOKENS={block_tokens}")
+    if block_tokens != server_blocks:  # re-read the first page at the coarser size
+        client.group = block_tokens // server_blocks
+        page = dataclasses.replace(page, block_tokens=block_tokens, records=tuple(
+            dataclasses.replace(r, blocks=coarsen(r.blocks, client.group))
+            for r in page.records))
     target = Target(server_url=base, plugin_url=plugin, model=info.model,
-                    page_size=info.page_size, dp_size=info.dp_size, version=info.version)
+                    page_size=info.page_size, dp_size=info.dp_size, version=info.version,
+                    block_tokens=block_tokens, server_block_tokens=server_blocks)
     return target, client, page
+
+
+def coarsen(blocks: tuple[bytes, ...], group: int) -> tuple[bytes, ...]:
+    """The digests of blocks `group` times larger: every group-th digest, and the last.
+    Each digest covers the whole prefix up to its block's end (block_hasher.py), so the
+    digest ending a coarse block is that block's prefix identity, as Mooncake's hash is:
+
+        server (group 4):  d0 d1 d2 d3 | d4 d5 d6 d7 | d8 d9     (last block partial)
+        coarse:                     d3 |          d7 |    d9
+    """
+    if group == 1 or not blocks:
+        return blocks
+    picked = blocks[group - 1::group]
+    return picked + (blocks[-1],) if len(blocks) % group else picked
 
 
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "*"})
@@ -159,8 +192,9 @@ def _json(body: bytes):
         return None
 
 
-def _page(document: dict, url: str) -> RecordsPage:
-    """Decode and validate one body; RuntimeFailure naming the problem otherwise."""
+def _page(document: dict, url: str, group: int = 1) -> RecordsPage:
+    """Decode and validate one body (digests coarsened `group` to one); RuntimeFailure
+    naming the problem otherwise."""
     version = document.get("schema_version")
     if version != RECORDS_SCHEMA_VERSION:
         raise RuntimeFailure(f"{url}: /records schema_version {version!r}, this kvctl reads "
@@ -170,11 +204,11 @@ def _page(document: dict, url: str) -> RecordsPage:
             TrafficRecord(seq=int(r["seq"]), arrival_s=float(r["arrival_s"]),
                           input_length=int(r["input_length"]),
                           output_length=int(r["output_length"]),
-                          blocks=tuple(bytes.fromhex(b) for b in r["blocks"]),
+                          blocks=coarsen(tuple(bytes.fromhex(b) for b in r["blocks"]), group),
                           arrival_seq=int(r.get("arrival_seq", 0)))
             for r in document["records"])
         return RecordsPage(recording_id=str(document["recording_id"]),
-                           block_tokens=int(document["block_tokens"]),
+                           block_tokens=int(document["block_tokens"]) * group,
                            dropped=int(document["dropped"]), in_flight=int(document["in_flight"]),
                            errors=int(document.get("errors", 0)), records=records,
                            next_ack=int(document["next_ack"]))

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from engine_adapter.recording.recorder import TrafficRecord
 from kvctl.errors import RuntimeFailure
+from kvctl.replay.trace_blocks import sidecar_path
 
 SCHEMA_VERSION = 1
 
@@ -51,9 +52,8 @@ def mooncake_rows(records: Iterable[TrafficRecord]) -> tuple[list[dict], int]:
 
 
 def meta_path(trace: str | Path) -> Path:
-    """The sidecar of `trace.jsonl` is `trace.meta.json`."""
-    trace = Path(trace)
-    return trace.with_name(trace.name.removesuffix(".jsonl") + ".meta.json")
+    """The sidecar of `trace.jsonl` is `trace.meta.json` (what `kvctl replay` reads)."""
+    return sidecar_path(trace)
 
 
 def write_recording(out: str | Path, records: Iterable[TrafficRecord], meta: dict) -> dict:

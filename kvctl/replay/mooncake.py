@@ -5,7 +5,8 @@ One line per request (kvcache-ai/Mooncake `FAST25-release/traces/`):
     {"timestamp": 27482, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47, ...]}
 
 `timestamp` is the arrival in milliseconds; `hash_ids` are remapped prefix-block hashes over
-512-token blocks: equal ids mean reusable prefix K/V. Each id b becomes one deterministic
+512-token blocks (or the `block_tokens` of a recording's sidecar, trace_blocks.py; read 512
+below as that): equal ids mean reusable prefix K/V. Each id b becomes one deterministic
 block of synthetic token ids, so equal ids share a prefix in SGLang's radix tree and
 different ids never collide:
 
@@ -37,10 +38,16 @@ import numpy as np
 from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, BlockPrompt, expand_blocks
 from engine_adapter.embedded.requests import RequestSpec
 from kvctl.errors import InputError
+from kvctl.replay.trace_blocks import recorded_page_size, trace_block_tokens
 from kvctl.util.inputs import check_input_file, decode_line
 from kvctl.util.pages import ceil_div
 
 MAX_HASH_ID = ((1 << 30) - 1) // BLOCK_TOKENS - 1  # keeps 1 + 512 b + 511 < 2^30
+
+
+def max_hash_id(block_tokens: int) -> int:
+    """The largest id whose block stays below 2^30: 1 + B b + (B - 1) < 2^30."""
+    return ((1 << 30) - 1) // block_tokens - 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +59,7 @@ class MooncakeRecord:
     input_length: int
     output_length: int
     hash_ids: tuple[int, ...]
+    block_tokens: int = BLOCK_TOKENS  # tokens per hash id (trace_blocks.py)
 
     @property
     def rid(self) -> str:
@@ -68,6 +76,7 @@ class TraceSummary:
     max_request_tokens: int
     last_arrival_s: float
     distinct_blocks: int = 0  # distinct hash ids (prefix blocks) over the trace
+    block_tokens: int = BLOCK_TOKENS  # tokens per hash id
 
     def oracle_pages(self, page_size: int) -> int:
         """A bound, from above, on the distinct pages the content oracle remembers for a
@@ -77,7 +86,7 @@ class TraceSummary:
         past the prompt, a request adds its output pages and at most one page straddling
         its prompt's end. Capped by every request's own pages. On the shipped trace:
         6,118,939 for the 5,910,231 pages remembered (3.5% over)."""
-        per_block = max(BLOCK_TOKENS // page_size, 1)
+        per_block = max(self.block_tokens // page_size, 1)
         beyond = (self.output_tokens + self.requests * page_size) // page_size
         every = (self.prompt_tokens + self.output_tokens) // page_size + self.requests
         return min(self.distinct_blocks * per_block + beyond, every)
@@ -89,7 +98,8 @@ class TraceSummary:
         return total // page_size * page_size
 
 
-def parse_line(text: str, *, path: str | Path, line: int) -> MooncakeRecord:
+def parse_line(text: str, *, path: str | Path, line: int,
+               block_tokens: int = BLOCK_TOKENS) -> MooncakeRecord:
     """Parse and validate one line. Raises InputError naming `path:line` and the problem."""
     where = f"{path}:{line}"
     try:
@@ -108,19 +118,20 @@ def parse_line(text: str, *, path: str | Path, line: int) -> MooncakeRecord:
     input_length = _positive_int(row["input_length"], "input_length", where)
     output_length = _positive_int(row["output_length"], "output_length", where)
     hash_ids = row["hash_ids"]
+    largest = max_hash_id(block_tokens)
     if not isinstance(hash_ids, list) or not all(
-        isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= MAX_HASH_ID for b in hash_ids
+        isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= largest for b in hash_ids
     ):
-        raise InputError(f"{where}: hash_ids must be a list of integers in [0, {MAX_HASH_ID}]")
-    blocks = ceil_div(input_length, BLOCK_TOKENS)
+        raise InputError(f"{where}: hash_ids must be a list of integers in [0, {largest}]")
+    blocks = ceil_div(input_length, block_tokens)
     if len(hash_ids) != blocks:
         raise InputError(
-            f"{where}: input_length {input_length} spans {blocks} blocks of {BLOCK_TOKENS} "
+            f"{where}: input_length {input_length} spans {blocks} blocks of {block_tokens} "
             f"but hash_ids has {len(hash_ids)}"
         )
     return MooncakeRecord(
         line=line, arrival_s=timestamp / 1000.0, input_length=input_length,
-        output_length=output_length, hash_ids=tuple(hash_ids),
+        output_length=output_length, hash_ids=tuple(hash_ids), block_tokens=block_tokens,
     )
 
 
@@ -130,15 +141,19 @@ def _positive_int(value: object, name: str, where: str) -> int:
     return value
 
 
-def iter_records(path: str | Path, *, limit: int | None = None) -> Iterator[MooncakeRecord]:
+def iter_records(path: str | Path, *, limit: int | None = None,
+                 block_tokens: int | None = None) -> Iterator[MooncakeRecord]:
     """Yield validated records in file order, lazily; blank lines are skipped.
+    `block_tokens` None: the trace's own (its sidecar's, else 512; trace_blocks.py).
 
-    Raises InputError for an unreadable file, a malformed line, or timestamps that go
-    backwards (arrivals must be in order for lazy submission).
+    Raises InputError for an unreadable file or sidecar, a malformed line, or timestamps
+    that go backwards (arrivals must be in order for lazy submission).
     """
     if limit is not None and limit <= 0:
         raise InputError(f"--limit must be positive, got {limit}")
     check_input_file(path, what="trace")
+    if block_tokens is None:
+        block_tokens = trace_block_tokens(path)
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed in finally; decoded per line
     except OSError as err:
@@ -150,7 +165,7 @@ def iter_records(path: str | Path, *, limit: int | None = None) -> Iterator[Moon
             text = decode_line(raw, path=path, line=number)
             if not text.strip():
                 continue
-            record = parse_line(text, path=path, line=number)
+            record = parse_line(text, path=path, line=number, block_tokens=block_tokens)
             if record.arrival_s < previous:
                 raise InputError(
                     f"{path}:{number}: timestamp goes backwards (arrivals must be sorted)")
@@ -169,7 +184,8 @@ def scan_trace(path: str | Path, *, limit: int | None = None) -> TraceSummary:
     requests = prompt = output = largest = 0
     last = 0.0
     blocks: set[int] = set()
-    for record in iter_records(path, limit=limit):
+    block_tokens = trace_block_tokens(path)
+    for record in iter_records(path, limit=limit, block_tokens=block_tokens):
         requests += 1
         blocks.update(record.hash_ids)
         prompt += record.input_length
@@ -180,12 +196,12 @@ def scan_trace(path: str | Path, *, limit: int | None = None) -> TraceSummary:
         raise InputError(f"{path}: the trace holds no requests")
     return TraceSummary(requests=requests, prompt_tokens=prompt, output_tokens=output,
                         max_request_tokens=largest, last_arrival_s=last,
-                        distinct_blocks=len(blocks))
+                        distinct_blocks=len(blocks), block_tokens=block_tokens)
 
 
 def prompt_tokens(record: MooncakeRecord) -> np.ndarray:
     """The record's synthetic prompt: block(b) for each hash id, cut at input_length."""
-    return expand_blocks(record.hash_ids, record.input_length)
+    return expand_blocks(record.hash_ids, record.input_length, record.block_tokens)
 
 
 def to_spec(record: MooncakeRecord, *, origin_s: float = 0.0, rid_prefix: str = "") -> RequestSpec:
@@ -195,7 +211,8 @@ def to_spec(record: MooncakeRecord, *, origin_s: float = 0.0, rid_prefix: str = 
     content oracle hashes pages from them, not from the tokens.
     origin_s / rid_prefix shift a replay that starts again on a warm engine (a live run)."""
     return RequestSpec(rid=rid_prefix + record.rid,
-                       tokens=BlockPrompt(record.hash_ids, record.input_length),
+                       tokens=BlockPrompt(record.hash_ids, record.input_length,
+                                          record.block_tokens),
                        max_new_tokens=record.output_length, arrival_s=origin_s + record.arrival_s,
                        block_ids=record.hash_ids)
 
@@ -213,7 +230,9 @@ class MooncakeDriver:
         self.path = Path(path)
         self.name = self.path.name
         self.summary = summary
-        self.engine_defaults: dict = {}
+        # a recording replays at its server's page size unless --page-size says otherwise
+        page = recorded_page_size(path)
+        self.engine_defaults: dict = {"page_size": page} if page is not None else {}
         self._window_s = window_s
         self._records = iter_records(path, limit=limit)
         self._next: MooncakeRecord | None = next(self._records, None)

@@ -25,6 +25,7 @@ from kvctl.errors import InputError, IntegrityError
 from kvctl.replay.engine_setup import Deployment, engine_config
 from kvctl.replay.report import Integrity, LatencyCollector, ReplayReport, Utilization
 from kvctl.replay.peaks import PoolPeaks
+from kvctl.replay.trace_blocks import check_block_pages
 from kvctl.replay.timeline import TimelineRecorder, TimelineRow, for_horizon, row_from
 from kvctl.replay.workloads import open_workload
 from kvctl.util.pages import page_ceil
@@ -199,6 +200,7 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
     summary = getattr(driver, "summary", None)
     notes: list[str] = []
     if summary is not None:
+        check_block_pages(settings.workload, summary.block_tokens, page)
         longest = page_ceil(summary.max_request_tokens, page)
         fields["max_context_len"] = max(fields.get("max_context_len", DEFAULT_MAX_CONTEXT), longest)
         if settings.retention is not None:

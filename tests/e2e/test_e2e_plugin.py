@@ -40,7 +40,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def plugin_server(tmp_path_factory):
     """A second real server with the plugin enabled (the shared one stays plugin-free), and
-    recording on (KVCTL_RECORD=1, Mooncake's 512-token blocks) for test_record_...: its
+    recording on (KVCTL_RECORD=1, blocks of the server's page) for test_record_...: its
     context is 1,024 tokens (the pool's size) so that a prompt can hold a whole block."""
     reason = _missing()
     if reason:
@@ -92,7 +92,8 @@ def _drain_records(plugin_url: str) -> None:
 def test_record_from_the_real_server_replays_its_shared_prefix(plugin_server, tmp_path):
     """Three prompts sent to the real server (the first two share their first 512 tokens,
     one Mooncake block; the third shares nothing), recorded by `kvctl record` through the
-    plugin, then replayed: the trace has their lengths and block ids [0, 1], [0, 2], [3],
+    plugin with --block-tokens 512 (Mooncake's blocks, coarsened from the server's page
+    blocks), then replayed: the trace has their lengths and block ids [0, 1], [0, 2], [3],
     and the replay finds the shared block as 512 hit tokens, nothing else."""
     assert plugin_server.flush_cache(wait_s=30)
     _drain_records(plugin_server.plugin_url)
@@ -102,7 +103,8 @@ def test_record_from_the_real_server_replays_its_shared_prefix(plugin_server, tm
         plugin_server.generate(ids, max_new_tokens=1)
     trace = tmp_path / "t.jsonl"
     done = kvctl("record", "--url", plugin_server.url, "--plugin-url", plugin_server.plugin_url,
-                 "--out", str(trace), "--max-requests", "3", "--duration", "60s")
+                 "--out", str(trace), "--max-requests", "3", "--duration", "60s",
+                 "--block-tokens", "512")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in trace.read_text().splitlines()]
     assert [(r["input_length"], r["output_length"], r["hash_ids"]) for r in rows] == [
@@ -113,3 +115,62 @@ def test_record_from_the_real_server_replays_its_shared_prefix(plugin_server, tm
     report = json.loads(replayed.stdout)
     assert (report["requests"], report["prompt_tokens"]) == (3, 600 + 522 + 300)
     assert report["hit_tokens"] == 512  # the second prompt's first block, the first's
+
+
+def _round_trip_traffic(seed: int = 29) -> list[list[int]]:
+    """36 prompts of 130 to 330 tokens over three shared prefixes of 200, 120 and 264 tokens
+    (none page-aligned at its end, all below one 512-token block), some repeated whole,
+    in a seeded order: sharing that 512-token blocks cannot see."""
+    import random
+
+    rng = random.Random(seed)
+    prefixes = [[rng.randrange(1, 512) for _ in range(n)] for n in (200, 120, 264)]
+    prompts = []
+    for index in range(36):
+        prefix = prefixes[index % 3]
+        suffix = [rng.randrange(1, 512) for _ in range(rng.randrange(10, 67))]
+        prompts.append(prefix + suffix)
+    prompts += [prompts[3], prompts[10]]  # whole-prompt repeats
+    rng.shuffle(prompts)
+    return prompts
+
+
+def test_a_recording_replayed_with_the_servers_settings_gives_its_cached_tokens(
+        plugin_server, tmp_path):
+    """Traffic sharing prefixes shorter than 512 tokens, sent one request at a time while
+    `kvctl record` runs (default blocks: the server's page), replayed with the server's page
+    size, pool and eviction policy: the replay's hit tokens equal the sum of SGLang's own
+    per-request `cached_tokens` exactly, in a pool small enough to evict."""
+    import subprocess
+    import sys
+
+    from e2e.sglang_server import ROOT
+
+    assert plugin_server.flush_cache(wait_s=30)
+    _drain_records(plugin_server.plugin_url)
+    prompts = _round_trip_traffic()
+    trace = tmp_path / "rt.jsonl"
+    recorder = subprocess.Popen(
+        [sys.executable, "-m", "kvctl", "record", "--url", plugin_server.url, "--plugin-url",
+         plugin_server.plugin_url, "--out", str(trace), "--max-requests", str(len(prompts)),
+         "--duration", "240s"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE)
+    try:
+        cached = [plugin_server.generate(ids, max_new_tokens=3)["meta_info"]["cached_tokens"]
+                  for ids in prompts]
+        _out, err = recorder.communicate(timeout=300)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+    assert recorder.returncode == 0, err
+    info = plugin_server.server_info()
+    meta = json.loads((tmp_path / "rt.meta.json").read_text())
+    assert (meta["block_tokens"], meta["requests"]) == (info["page_size"], len(prompts))
+    replayed = kvctl("replay", str(trace), "--page-size", str(info["page_size"]),
+                     "--pool-tokens", str(info["max_total_num_tokens"]),
+                     "--eviction", info["radix_eviction_policy"], "--json", timeout_s=300)
+    assert replayed.returncode == 0, replayed.stderr
+    report = json.loads(replayed.stdout)
+    assert report["prompt_tokens"] == sum(len(ids) for ids in prompts)
+    assert report["evicted_tokens"] > 0  # the pool (1,024 tokens) was under pressure
+    assert report["hit_tokens"] == sum(cached)

@@ -66,9 +66,10 @@ def _served(make_engine, monkeypatch, record: bool):
 
 def test_records_stream_salted_block_hashes_of_requests_the_scheduler_saw(make_engine,
                                                                          monkeypatch):
-    """Two prompts sharing their first 1,024 tokens (two 512-token blocks) and differing
-    after: two records with 3 blocks each, equal first two digests, different third; the
-    lengths are the prompts' and outputs'; no token id appears in the body."""
+    """Two prompts sharing their first 1,024 tokens and differing after, recorded in
+    blocks of the server's page (16 tokens, the default): 67 and 69 blocks, equal first 64
+    digests, different 65th; the lengths are the prompts' and outputs'; no token id appears
+    in the body."""
     engine, host, runtime = _served(make_engine, monkeypatch, record=True)
     try:
         shared = np.arange(MARKER, MARKER + 1024)
@@ -84,8 +85,8 @@ def test_records_stream_salted_block_hashes_of_requests_the_scheduler_saw(make_e
         assert [(r["input_length"], r["output_length"]) for r in by_length] == [
             (1065, 5), (1100, 3)]
         first, second = (r["blocks"] for r in by_length)
-        assert len(first) == len(second) == 3 and doc["block_tokens"] == 512
-        assert first[:2] == second[:2] and first[2] != second[2]
+        assert (len(first), len(second), doc["block_tokens"]) == (67, 69, 16)
+        assert first[:64] == second[:64] and first[64] != second[64]
         body = json.dumps(doc)
         assert str(MARKER) not in body and str(MARKER + 1023) not in body
         _status, after = _get(runtime.server.url + f"/records?ack={doc['next_ack']}")

@@ -75,6 +75,28 @@ def test_records_a_server_into_a_mooncake_trace_with_its_sidecar(tmp_path, sglan
     assert tap.read().records == ()  # acknowledged, released
 
 
+def test_block_tokens_coarsens_the_servers_page_blocks_as_a_native_hash_would(tmp_path,
+                                                                              sglang_ready):
+    """A server hashing 4-token blocks, recorded with --block-tokens 8, gives the trace a
+    server hashing 8-token blocks gives (ids [0, 1], [0, 2], [3] for two prompts sharing
+    their first 8 tokens, then 2 more, and a third sharing nothing); the sidecar says 8,
+    and that the server hashed 4."""
+    prompts = [list(range(1, 11)) + [50] * 3, list(range(1, 11)) + [60] * 5, [70] * 9]
+    traces = {}
+    for server_blocks, wanted in ((4, ["--block-tokens", "8"]), (8, [])):
+        tap = RecordingTap(block_tokens=server_blocks)
+        feed(tap, prompts)
+        out = tmp_path / f"server{server_blocks}.jsonl"
+        with serve(tap) as endpoint:
+            result = runner.invoke(app, ["record", "--url", endpoint.url, "--out", str(out),
+                                         "--max-requests", "3", *wanted])
+        assert result.exit_code == 0, result.output
+        traces[server_blocks] = [(r["input_length"], r["hash_ids"]) for r in rows(out)]
+    assert traces[4] == traces[8] == [(13, [0, 1]), (15, [0, 2]), (9, [3, 4])]
+    sidecar = json.loads(meta_path(tmp_path / "server4.jsonl").read_text())
+    assert (sidecar["block_tokens"], sidecar["server_block_tokens"]) == (8, 4)
+
+
 def test_records_for_a_duration_while_traffic_arrives(tmp_path, sglang_ready):
     """--duration 1.5s while requests keep finishing: it stops by itself with all of them,
     the last drained after the deadline."""
@@ -158,8 +180,9 @@ def test_plugin_url_given_explicitly_when_the_server_advertises_none(tmp_path, s
                   "KVCTL_SGLANG_PLUGIN=1 KVCTL_RECORD=1, or pass --plugin-url"),
     ("recording-off", "recording is off: start the server with KVCTL_RECORD=1"),
     ("wrong-token", "refused the token (HTTP 401): pass --plugin-token"),
-    ("block-size", "the server records 256-token blocks, not 512: pass --block-tokens 256, "
-                   "or restart the server with KVCTL_RECORD_BLOCK_TOKENS=512"),
+    ("block-size", "the server records 256-token blocks; --block-tokens 100 is not a multiple "
+                   "of 256: pass a multiple, or restart the server with "
+                   "KVCTL_RECORD_BLOCK_TOKENS=100"),
     ("not-sglang", "does not look like an SGLang server"),
 ])
 def test_a_server_that_cannot_be_recorded_is_one_line_naming_the_fix(tmp_path, case, expected):
@@ -169,9 +192,10 @@ def test_a_server_that_cannot_be_recorded_is_one_line_naming_the_fix(tmp_path, c
     info = {"no-plugin": sglang_info(None), "not-sglang": None}.get(case, advertised)
     token = "right" if case == "wrong-token" else None
     out = tmp_path / "t.jsonl"
+    blocks = ["--block-tokens", "100"] if case == "block-size" else []
     with RecordsEndpoint(tap, token=token, info=info) as endpoint:
         result = runner.invoke(app, ["record", "--url", endpoint.url, "--out", str(out),
-                                     "--plugin-token", "wrong"])
+                                     "--plugin-token", "wrong", *blocks])
     assert result.exit_code == 2
     assert expected in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []

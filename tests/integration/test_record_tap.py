@@ -42,6 +42,18 @@ def test_a_bad_block_size_turns_recording_off_with_the_fix():
     assert body["error"].startswith("recording is off: KVCTL_RECORD_BLOCK_TOKENS='abc'")
 
 
+@pytest.mark.parametrize("environ, page_size, expected", [
+    ({"KVCTL_RECORD": "1"}, 16, 16),
+    ({"KVCTL_RECORD": "1", "KVCTL_RECORD_BLOCK_TOKENS": "512"}, 16, 512),
+    ({"KVCTL_RECORD": "1"}, None, 512),
+])
+def test_blocks_default_to_the_servers_page_size(environ, page_size, expected):
+    """Unset, KVCTL_RECORD_BLOCK_TOKENS is the scheduler's page size (no sharing lost);
+    set, it wins; with no page size known, Mooncake's 512."""
+    tap = RecordingTap.from_env(environ, page_size=page_size)
+    assert tap.enabled and tap.block_tokens == tap.read().block_tokens == expected
+
+
 def test_arrival_and_finish_make_one_record_each_with_shared_prefix_ids():
     """Two prompts sharing their first 4-token block: equal first digest, different second;
     lengths from origin_input_ids and output_ids; the ack releases what the reader has."""

@@ -1,0 +1,125 @@
+"""`kvctl replay TRACE --against URL`: the CLI edge of kvctl/twin (parse, progress, render).
+
+The command function only checks that no replay setting was given (the twin takes the
+server's), runs `run_twin` with a progress bar per phase on a TTY, and prints the side-by-
+side table, or the document with --json.
+"""
+
+from __future__ import annotations
+
+from kvctl.errors import InputError
+
+# replay options that would contradict "the server's own settings"
+_SERVER_SETTINGS = ("pool_tokens", "pool_gb", "page_size", "eviction", "max_running",
+                    "token_budget", "tau_high", "sweep", "out")
+
+
+def against_command(workload: str, url: str, *, speedup: float, limit: int | None,
+                    vocab_size: int | None, seed: int | None, deployment, json_output: bool,
+                    given: dict) -> None:
+    from kvctl.cli.output import console, print_json, versioned
+    from kvctl.cli.replay import ProgressBar
+    from kvctl.replay.mooncake import scan_trace
+    from kvctl.twin.twin_run import run_twin
+
+    clashing = [name for name in _SERVER_SETTINGS if given.get(name)]
+    if clashing:
+        flags = ", ".join("--" + name.replace("_", "-") for name in clashing)
+        raise InputError(f"--against replays with the server's own settings: drop {flags}")
+    total = scan_trace(workload, limit=limit).requests
+    bars = _Phases(ProgressBar(not json_output, "server answered", total=total),
+                   ProgressBar(not json_output, "replay"))
+    try:
+        document = run_twin(workload, url, speedup=speedup, limit=limit, vocab_size=vocab_size,
+                            seed=seed or 0, deployment=deployment, on_sent=bars.sent,
+                            on_replay=bars.replay)
+    finally:
+        bars.close()
+    if json_output:
+        print_json(versioned(document))
+    else:
+        console().print(render_twin(document))
+
+
+class _Phases:
+    """One progress bar at a time (a TTY only): the drive's, then the replay's."""
+
+    def __init__(self, drive, replay) -> None:
+        self._drive, self._replay = drive, replay
+        self._active = None
+
+    def _switch(self, bar) -> None:
+        if self._active is not bar:
+            self.close()
+            self._active = bar.__enter__()
+
+    def sent(self, count: int) -> None:
+        self._switch(self._drive)
+        self._drive.runs_done(count)
+
+    def replay(self, progress) -> None:
+        self._switch(self._replay)
+        self._replay.replay(progress)
+
+    def close(self) -> None:
+        if self._active is not None:
+            self._active.__exit__(None, None, None)
+            self._active = None
+
+
+def render_twin(doc: dict):
+    """Predicted and measured side by side, then the notes."""
+    from rich import box
+    from rich.console import Group
+    from rich.text import Text
+
+    from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.replay import _sec
+
+    m, p, a = doc["measured"], doc["predicted"], doc["agreement"]
+    table = FitTable(title=f"{doc['trace']} against {doc['server']} (arrivals / "
+                           f"{doc['speedup']:g})", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("", "measured", "predicted", "difference"):
+        table.add_column(column, justify="left" if not column else "right", no_wrap=True)
+    rows = [
+        ("requests served / rejected", f"{m['served']:,} / {m['rejected']:,}",
+         f"{p['served']:,} / {p['rejected']:,}", "equal" if a["rejected_equal"] else "differ"),
+        ("prompt tokens", _int(m["prompt_tokens"]), _int(p["prompt_tokens"]), ""),
+        ("hit tokens", _int(m["hit_tokens"]), _int(p["hit_tokens"]), ""),
+        ("token hit rate", _pct(m["hit_rate"]), _pct(p["hit_rate"]),
+         _points(a["hit_rate_points"])),
+        ("requests with equal hit tokens", "", "",
+         _pct(a["hit_tokens_equal_share"]) + f" of {a['requests_compared']:,}"),
+        ("evicted tokens", _int(m["evicted_tokens"]), _int(p["evicted_tokens"]), ""),
+        ("TTFT p50", _sec(m["ttft_p50_s"]), _sec(p["ttft_p50_s"]), _x(a["ttft_p50_ratio"])),
+        ("TTFT p99", _sec(m["ttft_p99_s"]), _sec(p["ttft_p99_s"]), _x(a["ttft_p99_ratio"])),
+        ("end-to-end p50", _sec(m["e2e_p50_s"]), _sec(p["e2e_p50_s"]), ""),
+        ("end-to-end p99", _sec(m["e2e_p99_s"]), _sec(p["e2e_p99_s"]), ""),
+        ("throughput (tokens/s)", _num(m["throughput_tokens_per_s"]),
+         _num(p["throughput_tokens_per_s"]), ""),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    options = ", ".join(f"{k}={v}" for k, v in doc["replay_options"].items())
+    notes = [f"replayed with the server's settings: {options}"] + doc["notes"]
+    return Group(table, Text("\n".join(f"- {note}" for note in notes), style="dim"))
+
+
+def _int(value) -> str:
+    return "not observable" if value is None else f"{value:,}"
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{value:.2%}"
+
+
+def _points(value) -> str:
+    return "-" if value is None else f"{value:+.2f} pts"
+
+
+def _x(value) -> str:
+    return "-" if value is None else f"x{value:.2f}"
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:,.0f}"

@@ -1,0 +1,169 @@
+"""Drive a live SGLang server with a trace at its arrival times and measure each request.
+
+Every request is a streaming `POST /generate` with `input_ids` (prompts.py),
+`max_new_tokens = output_length` and `ignore_eos`, sent at `arrival_s / speedup` after the
+start, concurrently (one asyncio task per request, one connection each, no client-side
+cap), so the server sees the trace's own overlap:
+
+    t=0 start ── sleep to arrival/speedup ── POST ── first chunk ── ... ── last chunk
+                                             |<---- ttft ---->|
+                                             |<------------- e2e ----------------->|
+
+Per request it keeps SGLang's own `meta_info.cached_tokens` and `completion_tokens` from the
+last chunk, TTFT (the server's `first_token_latency` when the server runs with
+--enable-metrics, else the client's time to the first chunk) and the end-to-end latency
+(`e2e_latency`, else the client's). A request the server refuses (HTTP 400, or an error
+chunk) is kept as `rejected` with SGLang's message. `sglang:evicted_tokens_total` is read
+from /metrics before and after (None when the server exports no metrics; 0 while the
+series is absent from metrics that are on, as SGLang creates it at the first eviction).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kvctl.replay.mooncake import MooncakeRecord
+from kvctl.twin.prompts import BlockVocabulary
+
+EVICTED = "sglang:evicted_tokens_total"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    """One request as the server served it (times in seconds from the drive's start)."""
+
+    line: int  # the trace line
+    prompt_tokens: int
+    sent_s: float
+    output_tokens: int = 0
+    cached_tokens: int | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    finished_s: float | None = None
+    rejected: str | None = None  # SGLang's reason, first line, when it refused
+    ttft_from_server: bool = False  # meta_info.first_token_latency (else the client's)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriveResult:
+    requests: tuple[Measured, ...]
+    evicted_tokens: int | None  # the counter's delta over the drive; None: not observable
+    ttft_source: str  # "server first_token_latency" | "client first chunk"
+    wall_s: float
+
+
+def drive(url: str, records: Iterable[MooncakeRecord], vocabulary: BlockVocabulary, *,
+          speedup: float = 1.0, timeout_s: float = 600.0,
+          on_done: Callable[[int], None] | None = None) -> DriveResult:
+    """Send every record (module docstring); returns when the last has answered."""
+    records = list(records)
+    before = _evicted(url)
+    started = time.monotonic()
+    measured = asyncio.run(_drive(url, records, vocabulary, speedup, timeout_s, on_done))
+    wall = time.monotonic() - started
+    time.sleep(1.0)  # the counter moves in the scheduler; let its last update land
+    after = _evicted(url)
+    evicted = None if before is None or after is None else after - before
+    served = [m for m in measured if m.rejected is None]
+    from_server = sum(m.ttft_from_server for m in served)
+    source = ("server first_token_latency" if served and from_server == len(served)
+              else "client first chunk" if from_server == 0 else "mixed")
+    return DriveResult(requests=tuple(measured), evicted_tokens=evicted, ttft_source=source,
+                       wall_s=wall)
+
+
+async def _drive(url, records, vocabulary, speedup, timeout_s, on_done) -> list[Measured]:
+    import aiohttp
+
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_s)
+    connector = aiohttp.TCPConnector(limit=0)
+    done = 0
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        origin = time.monotonic()
+
+        async def one(record: MooncakeRecord) -> Measured:
+            nonlocal done
+            delay = origin + record.arrival_s / speedup - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            result = await _request(session, url, record, vocabulary, origin)
+            done += 1
+            if on_done is not None:
+                on_done(done)
+            return result
+
+        return list(await asyncio.gather(*(one(r) for r in records)))
+
+
+async def _request(session, url: str, record: MooncakeRecord, vocabulary: BlockVocabulary,
+                   origin: float) -> Measured:
+    body = {"input_ids": vocabulary.prompt(record.hash_ids, record.input_length),
+            "sampling_params": {"max_new_tokens": record.output_length, "ignore_eos": True,
+                                "temperature": 0.0},
+            "stream": True}
+    sent = time.monotonic()
+    base = {"line": record.line, "prompt_tokens": record.input_length, "sent_s": sent - origin}
+    first: float | None = None
+    meta: dict = {}
+    async with session.post(f"{url}/generate", json=body) as response:
+        if response.status != 200:
+            return Measured(**base, rejected=_reason(await response.text(), response.status))
+        buffer = b""
+        async for piece in response.content.iter_any():
+            buffer += piece
+            *events, buffer = buffer.split(b"\n\n")
+            for event in events:
+                payload = event.strip().removeprefix(b"data:").strip()
+                if not payload or payload == b"[DONE]":
+                    continue
+                chunk = json.loads(payload)
+                if "error" in chunk:
+                    return Measured(**base, rejected=_reason(json.dumps(chunk), 200))
+                if first is None:
+                    first = time.monotonic()
+                meta = chunk.get("meta_info") or meta
+    end = time.monotonic()
+    server_ttft = meta.get("first_token_latency")
+    from_server = isinstance(server_ttft, (int, float))
+    ttft = float(server_ttft) if from_server else None if first is None else first - sent
+    e2e = meta.get("e2e_latency")
+    return Measured(**base, output_tokens=int(meta.get("completion_tokens") or 0),
+                    cached_tokens=_int_or_none(meta.get("cached_tokens")), ttft_s=ttft,
+                    ttft_from_server=from_server,
+                    e2e_s=float(e2e) if isinstance(e2e, (int, float)) else end - sent,
+                    finished_s=end - origin)
+
+
+def _reason(text: str, status: int) -> str:
+    """SGLang's error message, one line, at most 160 characters."""
+    try:
+        document = json.loads(text)
+        error = document.get("error", document) if isinstance(document, dict) else document
+        message = error.get("message", error) if isinstance(error, dict) else error
+    except ValueError:
+        message = text
+    line = " ".join(str(message).split())
+    return f"HTTP {status}: {line[:160]}"
+
+
+def _int_or_none(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _evicted(url: str) -> int | None:
+    from engine_adapter.remote.http_fetch import Unreachable
+    from engine_adapter.remote.metrics_scrape import MetricsUnavailable, scrape_metrics
+
+    try:
+        reading = scrape_metrics(url, timeout_s=10.0)
+    except (Unreachable, MetricsUnavailable):
+        return None
+    if not reading.samples:  # no sglang:* at all: started without --enable-metrics
+        return None
+    # SGLang's radix-cache collector creates the labelled series at the first eviction
+    # (update_eviction_metrics increments only num_evicted > 0): absent means none yet
+    return reading.count(EVICTED) or 0

@@ -1,0 +1,81 @@
+"""A live server's settings as `kvctl replay` options: the twin replays what the server runs.
+
+    /server_info field        ReplaySettings field       when the replay has no such field
+    page_size              -> page_size
+    max_total_num_tokens   -> pool_tokens                 (the pool the scheduler built)
+    radix_eviction_policy  -> eviction_policy
+    max_running_requests   -> max_running_requests        (the scheduler's resolved value)
+    chunked_prefill_size   -> chunked_prefill_size        -> token_budget (tokens per step)
+    max_prefill_tokens     -> max_prefill_tokens          (dropped: no equivalent)
+    schedule_policy        -> schedule_policy             (dropped; kvctl's is fcfs)
+    (SGLang has none)      -> tau_high 1.0: kvctl's seed-003 admission ceiling off
+
+Options are passed by name when `ReplaySettings` has the field (SGLang's scheduling in the
+replay, a parallel change, adds the three marked ones), so this works before and after it;
+`unmapped_settings` says what the replay cannot take yet. The prediction may use these settings and a
+step-cost model fitted to the server; never the measured per-request outcomes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from kvctl.replay.runner import ReplaySettings
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(ReplaySettings))
+_PASS_THROUGH = (  # (server_info key, ReplaySettings field)
+    ("page_size", "page_size"), ("max_total_num_tokens", "pool_tokens"),
+    ("radix_eviction_policy", "eviction_policy"),
+    ("max_running_requests", "max_running_requests"),
+    ("chunked_prefill_size", "chunked_prefill_size"),
+    ("max_prefill_tokens", "max_prefill_tokens"), ("schedule_policy", "schedule_policy"),
+)
+
+
+def server_settings_to_replay_options(server_info: dict) -> dict:
+    """ReplaySettings keyword arguments that mirror `server_info` (module docstring).
+    Values the server leaves unset (None, or <= 0 for sizes) are not passed."""
+    options, _dropped = _split(server_info)
+    return options
+
+
+def unmapped_settings(server_info: dict) -> dict:
+    """{server_info key: value} of the server's settings this replay has no field for."""
+    return _split(server_info)[1]
+
+
+def _split(server_info: dict) -> tuple[dict, dict]:
+    options: dict = {}
+    dropped: dict = {}
+    for key, field in _PASS_THROUGH:
+        value = server_info.get(key)
+        if value is None or value == "" or (isinstance(value, int) and value <= 0):
+            continue  # unset (SGLang resolves None itself; -1 turns chunked prefill off)
+        if field in _FIELDS:
+            options[field] = value
+        else:
+            dropped[key] = value
+    if "chunked_prefill_size" in dropped:  # kvctl's per-step token budget is the chunk
+        options["token_budget"] = dropped.pop("chunked_prefill_size")
+    if "tau_high" in _FIELDS:
+        options["tau_high"] = 1.0  # SGLang has no U_KV admission ceiling
+    fitted = calibrated_cost_model(server_info)
+    if fitted is not None and "cost_model" in _FIELDS:
+        options["cost_model"] = str(fitted)
+    return options, dropped
+
+
+# ---- HOOK: the calibrated step-cost model --------------------------------------------------
+# `kvctl calibrate` (a parallel change) fits a step-cost model to a live server and writes
+# server-cost.json; `kvctl replay --cost-model FILE` uses it instead of the roofline.
+# When that lands, the integrator wires its fitter here: return the path of a cost model
+# fitted to this server (e.g. from the samples the kvctl plugin collected during the
+# drive), or None to keep the roofline. Until then the twin's latencies are modeled.
+CALIBRATED_COST_MODEL: Path | None = None
+
+
+def calibrated_cost_model(server_info: dict) -> Path | None:
+    """The cost model fitted to this server, or None (the roofline clock). See HOOK above."""
+    del server_info  # the fitter will read the server's plugin endpoint from it
+    return CALIBRATED_COST_MODEL
