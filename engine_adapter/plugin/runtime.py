@@ -4,7 +4,10 @@ Every call arrives from SGLang's scheduler thread through hooks.py, at a step bo
 
     _add_request_to_queue  -> on_arrival   tally; with KVCTL_RECORD=1 the prompt's salted
                                            block hashes (recording/tap.py)    O(1) / O(prompt)
-    process_batch_result   -> on_batch     tally, finished requests to the recording,
+    ingest_requests        -> step_timer   a scheduling round starts (step_timer.py)  O(1)
+    run_batch              -> step_timer   the forward returned                       O(1)
+    process_batch_result   -> on_batch     the step's time and shape (step_timer.py), tally,
+                                           finished requests to the recording,
                                            then maybe_sample                  O(batch)
     on_idle                -> on_idle      maybe_sample
     eviction probe         -> on_evict     tally + an `eviction` receipt
@@ -34,6 +37,7 @@ from engine_adapter.instrument.sampler import Sampler
 from engine_adapter.plugin.receipt_log import ReceiptLog
 from engine_adapter.plugin.scheduler_host import SchedulerHost, namespace_label
 from engine_adapter.plugin.settings import PluginSettings
+from engine_adapter.plugin.step_timer import StepTimer
 from engine_adapter.plugin.tally import StepTally
 from engine_adapter.receipts import Receipt
 from engine_adapter.recording.tap import RecordingTap
@@ -53,6 +57,9 @@ class PluginRuntime:
         self.tally = StepTally(on_admit=self._admitted)
         self.receipts = ReceiptLog()
         self.recording = RecordingTap.from_env()  # off unless KVCTL_RECORD=1 (kvctl record)
+        # /step_samples (kvctl calibrate, kvctl record); the CPU runs forwards in run_batch
+        device = getattr(getattr(scheduler, "server_args", None), "device", None)
+        self.step_timer = StepTimer(synchronous=str(device) == "cpu")
         self.sampler = Sampler(info)
         self.clock = clock
         self.started_s = clock()
@@ -77,6 +84,7 @@ class PluginRuntime:
             self.recording.on_request_arrival(req)  # a retracted request re-enters: not new
 
     def on_batch(self, batch: Any) -> None:
+        self.step_timer.on_processed(batch)  # first: the step ends before kvctl's own work
         self.tally.on_batch(batch)
         if self.recording.enabled:
             for req in batch.reqs:
