@@ -5,7 +5,7 @@ timed steps (`/step_samples`) while the server runs traffic (calibrate sends non
 --duration or --samples, fits the model by non-negative least squares on relative error
 (kvctl/calibrate/fit.py), prints the fit's quality and writes the model atomically
 (kvctl/calibrate/model_file.py). `kvctl replay --cost-model server-cost.json` then uses it as
-the replay's clock. Exit 2 before collecting (no server, no plugin, a bad option) and when
+the replay's clock. `--from NAME.steps.json` fits the steps `kvctl record` kept instead. Exit 2 before collecting (no server, no plugin, a bad option) and when
 the samples cannot determine a model; 1 when the plugin stops answering.
 """
 
@@ -23,9 +23,12 @@ Opt = typer.Option
 
 
 def calibrate_command(
-    url: Annotated[str, Opt(help="The SGLang server, http://HOST:PORT.")],
-    out_file: Annotated[Path, Opt("--out", help=(
-        "The model file to write (JSON; an existing one is replaced atomically)."))],
+    url: Annotated[Optional[str], Opt(help="The SGLang server, http://HOST:PORT.")] = None,
+    out_file: Annotated[Optional[Path], Opt("--out", help=(
+        "The model file to write (JSON; an existing one is replaced atomically)."))] = None,
+    from_file: Annotated[Optional[Path], Opt("--from", help=(
+        "Fit the steps a recording kept (NAME.steps.json from kvctl record) instead of "
+        "reading a live server."))] = None,
     plugin_url: Annotated[Optional[str], Opt(help=(
         "The kvctl plugin's endpoint (default: what /server_info advertises)."))] = None,
     plugin_token: PluginToken = None,
@@ -45,6 +48,11 @@ def calibrate_command(
     from kvctl.cli.record import parse_duration
     from kvctl.record.writer import check_destination
 
+    if out_file is None:
+        raise InputError("give --out FILE, the model file to write")
+    if (url is None) == (from_file is None):
+        raise InputError("give exactly one of --url (a live server) and --from (a recording's "
+                         ".steps.json)")
     if samples is not None and samples <= 0:
         raise InputError(f"--samples must be positive, got {samples}")
     if interval <= 0:
@@ -52,15 +60,23 @@ def calibrate_command(
     duration_s = parse_duration(duration) if duration is not None else (
         None if samples is not None else 60.0)
     out = check_destination(out_file)  # a file, replaced atomically (not an --out folder)
-    target = find_plugin(url, plugin_url=plugin_url)
-    collector = SampleCollector(target.plugin_url, token=plugin_token, history=history)
-    with _Progress(not json_output, duration_s, samples) as bar:
-        collector.run(duration_s=duration_s, max_samples=samples, interval_s=interval,
-                      on_progress=bar.update)
-    model = fit_from_samples(collector.samples, source=out.name)
-    server = {"url": target.server_url, "plugin_url": target.plugin_url, "model": target.model,
-              "page_size": target.page_size, "sglang_version": target.version,
-              "lost_samples": collector.lost, "restarts": collector.restarts}
+    if from_file is not None:
+        from kvctl.record.steps import load_steps
+
+        steps = load_steps(from_file)[:samples]
+        model = fit_from_samples(steps, source=out.name)
+        server = {"url": None, "from": str(from_file), "lost_samples": 0, "restarts": 0}
+    else:
+        target = find_plugin(url, plugin_url=plugin_url)
+        collector = SampleCollector(target.plugin_url, token=plugin_token, history=history)
+        with _Progress(not json_output, duration_s, samples) as bar:
+            collector.run(duration_s=duration_s, max_samples=samples, interval_s=interval,
+                          on_progress=bar.update)
+        model = fit_from_samples(collector.samples, source=out.name)
+        server = {"url": target.server_url, "plugin_url": target.plugin_url,
+                  "model": target.model, "page_size": target.page_size,
+                  "sglang_version": target.version, "lost_samples": collector.lost,
+                  "restarts": collector.restarts}
     document = write_model(out, model, server=server)
     if json_output:
         from kvctl.cli.output import print_json
@@ -77,7 +93,8 @@ def render_fit(doc: dict, out: Path) -> str:
     fit, coefficients, units = doc["fit"], doc["coefficients"], doc["units"]
     kinds = ", ".join(f"{n:,} {k}" for k, n in fit["by_kind"].items())
     per_kind = ", ".join(f"{k} {e:.1%}" for k, e in fit["median_rel_error_by_kind"].items())
-    lines = [f"kvctl calibrate: {fit['samples']:,} steps ({kinds}) from {doc['server']['url']}",
+    where = doc["server"]["url"] or doc["server"]["from"]
+    lines = [f"kvctl calibrate: {fit['samples']:,} steps ({kinds}) from {where}",
              f"fit: R^2 {fit['r2']:.3f}   relative error median {fit['median_rel_error']:.1%}, "
              f"p90 {fit['p90_rel_error']:.1%}   (median by kind: {per_kind})",
              "coefficients (non-negative least squares on relative error):"]
