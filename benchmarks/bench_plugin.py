@@ -6,9 +6,10 @@ engine (UnifiedRadixCache Rust core, paged allocator, NoOp KV pool, kvctl's own
 instrumentation off so the base step is as cheap as it gets). After every step a
 scheduler-shaped host (tests/integration/plugin_support.py: the Scheduler's attribute names
 over the engine's real objects) is refreshed and the step's batches built, in both runs;
-only the "plugin on" run then calls the hook SGLang calls after `process_batch_result`
-(tally + cadence check + sampling at KVCTL_PLUGIN_LEDGER_S / KVCTL_PLUGIN_TREE_S) and has the
-plugin's eviction probe installed. Two ratios, both in CPU time of the scheduler thread
+only the "plugin on" run then calls the hooks SGLang calls after `ingest_requests` and
+`run_batch` (the step timer's clock reads) and after `process_batch_result` (the step timer's
+sample, tally + cadence check + sampling at KVCTL_PLUGIN_LEDGER_S / KVCTL_PLUGIN_TREE_S) and
+has the plugin's eviction probe installed. Two ratios, both in CPU time of the scheduler thread
 (wall time is printed too; with seven developers on two cores it swings by tens of percent):
 
     same steps in one run   (base + plugin) / base, where plugin is the CPU time spent in
@@ -49,7 +50,8 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float) -> dic
     from engine_adapter.embedded.config import EngineConfig
     from engine_adapter.embedded.engine import EmbeddedEngine
     from engine_adapter.plugin.attach import attach
-    from engine_adapter.plugin.hooks import after_process_batch_result
+    from engine_adapter.plugin.hooks import (after_ingest_requests, after_process_batch_result,
+                                             after_run_batch)
     from engine_adapter.plugin.settings import PluginSettings
     from engine_adapter.workload import drive
     from kvctl.replay.mooncake import MooncakeDriver
@@ -84,9 +86,12 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float) -> dic
         hooked = clock()
         costs["support_cpu"] += hooked - started
         if runtime is not None:
+            after_ingest_requests(None, host)  # once per scheduler loop iteration
             for batch in batches:
+                after_run_batch(None, host, batch)
                 after_process_batch_result(None, host, batch, None)
             costs["plugin_cpu"] += clock() - hooked
+            costs["step_samples"] = runtime.step_timer.log.next_seq
 
     started, started_cpu = time.perf_counter(), clock()
     steps = drive(engine, MooncakeDriver(TRACE, limit=limit), on_step=on_step)
@@ -148,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ab = statistics.median(r["cpu_s"] - r["costs"]["support_cpu"] for r in on) / \
         statistics.median(r["cpu_s"] - r["costs"]["support_cpu"] for r in off)
     plugin_us = statistics.median(1e6 * r["costs"]["plugin_cpu"] / steps for r in on)
-    print(f"plugin hooks + sampling: {plugin_us:.1f} us CPU per step (median of {len(on)} runs)")
+    print(f"plugin hooks + sampling: {plugin_us:.1f} us CPU per step (median of {len(on)} runs); "
+          f"step samples timed per run: {on[0]['costs'].get('step_samples', 0):,}")
     print(f"ratio on/off, alternating runs (CPU; noisy on a shared machine): {ab:.4f}; "
           f"wall: {wall_on / wall_off:.4f}")
     ratio = statistics.median(inrun)

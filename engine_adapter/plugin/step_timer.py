@@ -26,7 +26,8 @@ after `end_k` is read. The asynchronous formula is SGLang's loop order read from
 only the synchronous one was measured here (no GPU).
 
 Cost: two `time.monotonic()` calls per loop iteration and one frozen record per step; a
-decode step's context is SGLang's own `seq_lens_sum` or one sum over `seq_lens_cpu`.
+decode step's context is SGLang's own `seq_lens_sum`, or a Python sum over `seq_lens_cpu`
+(a torch reduction cost 2-24 us per call in benchmarks/bench_plugin.py; `tolist` about 1).
 """
 
 from __future__ import annotations
@@ -47,12 +48,14 @@ def batch_shape(batch: Any) -> tuple[str, int, int, int, int, int, int] | None:
     context) of a `ScheduleBatch` (or its `copy()`); None for a batch that runs no forward
     of requests (idle, prebuilt). A mixed batch holds its decoding requests last, each a
     1-token extend on a prefix of its context (`ScheduleBatch.mix_with_running`)."""
+    if not batch.reqs:
+        return None
     mode = batch.forward_mode
     if mode.is_decode():
         total = batch.seq_lens_sum
         if total is None:
             lens = batch.seq_lens_cpu
-            total = (int(lens.sum()) if lens is not None else
+            total = (sum(lens.tolist()) if lens is not None else  # no torch reduction: ~1 us
                      sum(len(r.origin_input_ids) + len(r.output_ids) for r in batch.reqs))
         return "decode", 0, 0, 0, 0, len(batch.reqs), int(total)
     if not mode.is_extend():
@@ -102,24 +105,25 @@ class StepTimer:
         """`Scheduler.process_batch_result(batch)` returned: time it, record it."""
         end = self.clock()
         last_end, self._last_end = self._last_end, end
+        returned = self._returned.pop(getattr(batch, "forward_iter", None), None)
         launch = getattr(batch, "launch_ts", None)  # set by SGLang's run_batch
-        if launch is None:
-            return None
-        shape = batch_shape(batch)
+        shape = batch_shape(batch) if launch is not None else None
         if shape is None:
             return None
         start = launch
-        for ingested in (self._ingested, self._ingested_before):
-            if ingested is not None and ingested <= launch:
-                start = ingested
-                break
-        returned = self._returned.pop(getattr(batch, "forward_iter", None), None)
-        if self.synchronous and returned is not None and self._last_return is not None:
+        ingested = self._ingested
+        if ingested is not None and ingested <= launch:
+            start = ingested
+        elif self._ingested_before is not None and self._ingested_before <= launch:
+            start = self._ingested_before
+        if returned is not None and self._last_return is not None:  # synchronous device
             wall = (returned - start) + (end - self._last_return)
         else:
             wall = end - (last_end if last_end is not None and last_end > start else start)
-        kind, extend, requests, prefix, pairs, decode, context = shape
-        sample = StepSample(self.log.next_seq, end - self.started_s, wall, end - launch,
-                            kind, extend, requests, prefix, pairs, decode, context)
+        sample = _new_sample(StepSample, (self.log.next_seq, end - self.started_s, wall,
+                                          end - launch, *shape))
         self.log.append(sample)
         return sample
+
+
+_new_sample = tuple.__new__  # StepSample without NamedTuple's keyword-mapping __new__

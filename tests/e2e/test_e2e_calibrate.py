@@ -33,7 +33,7 @@ def calib_server(tmp_path_factory):
         tmp_path_factory.mktemp("sglang-calibrate"),
         extra_args=("--context-length", "2048", "--max-total-tokens", "4096"),
         extra_env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1", "KVCTL_SGLANG_PLUGIN": "1",
-                   "KVCTL_PLUGIN_PORT": str(port)})
+                   "KVCTL_PLUGIN_PORT": str(port), "KVCTL_RECORD": "1"})
     server.plugin_url = f"http://127.0.0.1:{port}"
     try:
         server.start()
@@ -91,6 +91,33 @@ def test_calibrate_fits_the_real_servers_steps_and_the_model_drives_a_replay(cal
     report = json.loads(replay.stdout)
     assert report["settings"]["clock"] == "fitted (server-cost.json)"
     assert report["modeled_latency"]["ttft_s"]["p50"] > 0
+
+
+def test_record_keeps_the_steps_and_calibrate_fits_them(calib_server, tmp_path):
+    """`kvctl record` during traffic writes NAME.steps.json next to the trace; its samples are
+    the plugin's (prefill and decode steps with positive times) and `kvctl calibrate --from`
+    fits them into a model file."""
+    trace = tmp_path / "trace.jsonl"
+    traffic = threading.Thread(target=_traffic, args=(calib_server,),
+                               kwargs={"senders": 3, "requests": 4})
+    traffic.start()
+    try:
+        done = kvctl("record", "--url", calib_server.url, "--out", str(trace),
+                     "--duration", "20s", "--json", timeout_s=300)
+    finally:
+        traffic.join(600)
+    assert done.returncode == 0, done.stderr
+    sidecar = tmp_path / "trace.steps.json"
+    steps = json.loads(sidecar.read_text())
+    assert json.loads(done.stdout)["step_samples"] == len(steps["samples"]["rows"])
+    fields = steps["samples"]["fields"]
+    kinds = {row[fields.index("kind")] for row in steps["samples"]["rows"]}
+    assert {"prefill", "decode"} <= kinds
+    assert all(row[fields.index("wall_s")] > 0 for row in steps["samples"]["rows"])
+    out = tmp_path / "from-recording.json"
+    fitted = kvctl("calibrate", "--from", str(sidecar), "--out", str(out), "--json")
+    assert fitted.returncode == 0, fitted.stderr
+    assert json.loads(out.read_text())["fit"]["samples"] == len(steps["samples"]["rows"])
 
 
 def test_calibrate_without_traffic_is_too_few_samples(calib_server, tmp_path):

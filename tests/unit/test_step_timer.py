@@ -46,8 +46,9 @@ def _decode(forward_iter: int, launch: float, seq_lens: list[int]) -> SimpleName
 def test_shape_of_a_mixed_batch():
     """Two prefill chunks (extend 30 on prefix 16, extend 8 on 0) then two decoding requests
     (contexts 41 and 51, held last as 1-token extends on prefixes 40 and 50)."""
-    batch = SimpleNamespace(forward_mode=_Mode("mixed"), extend_lens=[30, 8, 1, 1],
-                            prefix_lens=[16, 0, 40, 50], decoding_reqs=[object(), object()])
+    batch = SimpleNamespace(forward_mode=_Mode("mixed"), reqs=[object()] * 4,
+                            extend_lens=[30, 8, 1, 1], prefix_lens=[16, 0, 40, 50],
+                            decoding_reqs=[object(), object()])
     pairs = 30 * 16 + 30 * 31 // 2 + 8 * 9 // 2
     assert batch_shape(batch) == ("mixed", 38, 2, 16, pairs, 2, 92)
 
@@ -118,8 +119,9 @@ def test_a_bad_since_is_a_400():
     assert status == 400 and "since='x'" in doc["error"]
 
 
-def test_a_batch_without_a_launch_stamp_is_not_timed():
-    """A batch SGLang never ran (no launch_ts) gives no sample."""
+def test_a_batch_without_a_launch_stamp_or_requests_is_not_timed():
+    """A batch SGLang never ran (no launch_ts), or one without requests, gives no sample."""
     timer = StepTimer(synchronous=True)
     assert timer.on_processed(SimpleNamespace(forward_mode=_Mode("decode"))) is None
+    assert timer.on_processed(_decode(1, 5.0, [])) is None
     assert timer.log.next_seq == 0
