@@ -69,7 +69,8 @@ class ReplaySettings:
     seed: int | None = None  # None: a scenario's own seed; 0 for the engine
     label: str = ""
     device: str = "cpu"  # where SGLang's pools live; resolved from --device by the CLI
-    cost_model: str | None = None  # a `kvctl calibrate` model file: the clock; None: roofline
+    # The clock: a `kvctl calibrate` model file or a fitted StepCostModel; None: the roofline.
+    cost_model: object | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

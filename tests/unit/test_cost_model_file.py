@@ -91,3 +91,16 @@ def test_replay_refuses_a_bad_model_with_exit_2(tmp_path):
     assert result.exit_code == 2, result.output
     assert result.output.strip() == (f"kvctl: error: --cost-model {path}: format_version 7, "
                                      "this kvctl reads 1")
+
+
+def test_a_fitted_model_in_memory_is_a_clock_too():
+    """`replay_clock` takes a StepCostModel fitted in this process (a drive's calibration):
+    labelled fitted, its note carries the fit's quality."""
+    from kvctl.replay.clock import replay_clock
+
+    clock = replay_clock(StepCostModel(coefficients=COEFFICIENTS, fit=FIT))
+    assert clock.step_cost.coefficients == COEFFICIENTS
+    assert clock.label == "fitted (calibrated step-cost model)"
+    assert clock.note.startswith("latencies are fitted: virtual clock from the step-cost model "
+                                 "(R^2 0.640, median relative error 14.5% on 525 server steps)")
+    assert replay_clock(None).label == "modeled"
