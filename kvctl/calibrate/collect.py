@@ -2,6 +2,7 @@
 engine_adapter/plugin/step_route.py).
 
     find_plugin(url, plugin_url=None) -> Target          the server, its plugin, facts
+                                                         (kvctl record's Target)
     collect_samples(plugin_url, since=0) -> SamplePage   one read (what rectwin's drive uses)
     SampleCollector(plugin_url).poll()                   repeated reads, restart-aware
 
@@ -21,17 +22,9 @@ from dataclasses import dataclass
 from engine_adapter.remote.http_fetch import Unreachable, http_get, normalize_base_url
 from engine_adapter.step_samples import StepSample, decode_samples
 from kvctl.errors import InputError, RuntimeFailure
+from kvctl.record.client import Target
 
 PLUGIN_FIX = "start the server with KVCTL_SGLANG_PLUGIN=1"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Target:
-    server_url: str
-    plugin_url: str
-    model: str
-    page_size: int
-    version: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,7 +52,7 @@ def find_plugin(url: str, *, plugin_url: str | None = None, timeout_s: float = 5
                          "or pass --plugin-url")
     plugin = normalize_base_url(found, what="--plugin-url")
     return Target(server_url=base, plugin_url=plugin, model=info.model,
-                  page_size=info.page_size, version=info.version)
+                  page_size=info.page_size, dp_size=info.dp_size, version=info.version)
 
 
 def collect_samples(plugin_url: str, since: int = 0, *, token: str | None = None,

@@ -59,12 +59,13 @@ def write_model(path: str | Path, model: StepCostModel, *, server: dict | None =
     return doc
 
 
-def load_cost_model(path: str | Path) -> StepCostModel:
-    """Read and validate a model file; `source` is the file's name (for report labels)."""
-    path = Path(path)
-    where = f"--cost-model {path}"
+def read_kvctl_document(path: str | Path, *, where: str, kind: str, version: int,
+                        what: str, hint: str) -> dict:
+    """A kvctl JSON document of `kind` and `version` at `path` (model files here, step-sample
+    files in kvctl/record/steps.py); InputError `"{where}: ..."` naming the problem, `what`
+    says what the file should be, `hint` where one comes from."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{where}: no such file") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -73,12 +74,20 @@ def load_cost_model(path: str | Path) -> StepCostModel:
         doc = json.loads(text)
     except ValueError as err:
         raise InputError(f"{where}: not JSON ({err})") from None
-    if not isinstance(doc, dict) or doc.get("kind") != KIND:
-        raise InputError(f"{where}: not a kvctl step-cost model (kind must be {KIND!r}; "
-                         "write one with kvctl calibrate)")
-    if doc.get("format_version") != FORMAT_VERSION:
+    if not isinstance(doc, dict) or doc.get("kind") != kind:
+        raise InputError(f"{where}: not {what} (kind must be {kind!r}; {hint})")
+    if doc.get("format_version") != version:
         raise InputError(f"{where}: format_version {doc.get('format_version')!r}, this kvctl "
-                         f"reads {FORMAT_VERSION}")
+                         f"reads {version}")
+    return doc
+
+
+def load_cost_model(path: str | Path) -> StepCostModel:
+    """Read and validate a model file; `source` is the file's name (for report labels)."""
+    path = Path(path)
+    where = f"--cost-model {path}"
+    doc = read_kvctl_document(path, where=where, kind=KIND, version=FORMAT_VERSION,
+                              what="a kvctl step-cost model", hint="write one with kvctl calibrate")
     return StepCostModel(coefficients=_coefficients(doc.get("coefficients"), where),
                          source=path.name, fit=_fit(doc.get("fit")))
 

@@ -12,14 +12,13 @@ calibrated later (`kvctl calibrate --from NAME.steps.json`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from engine_adapter.plugin.step_route import CLOCK
 from engine_adapter.step_samples import StepSample, decode_samples, encode_samples
-from kvctl.errors import InputError, KvctlError
+from kvctl.errors import KvctlError
 
 KIND = "kvctl-step-samples"
 FORMAT_VERSION = 1
@@ -84,18 +83,10 @@ class StepTap:
 
 def load_steps(path: str | Path) -> tuple[StepSample, ...]:
     """The samples of a `NAME.steps.json`; InputError naming the file and the problem."""
-    path = Path(path)
+    from kvctl.calibrate.model_file import read_kvctl_document
+
     where = f"--from {path}"
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise InputError(f"{where}: not a readable JSON file ({err})") from None
-    if not isinstance(doc, dict) or doc.get("kind") != KIND:
-        raise InputError(f"{where}: not a kvctl step-sample file (kind must be {KIND!r}: the "
-                         ".steps.json kvctl record writes next to its trace)")
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise InputError(f"{where}: format_version {doc.get('format_version')!r}, this kvctl "
-                         f"reads {FORMAT_VERSION}")
+    doc = read_kvctl_document(path, where=where, kind=KIND, version=FORMAT_VERSION,
+                              what="a kvctl step-sample file",
+                              hint="kvctl record writes NAME.steps.json next to its trace")
     return decode_samples(doc.get("samples"), where=where)
