@@ -24,7 +24,7 @@ has the plugin's eviction probe installed. Two ratios, both in CPU time of the s
 Engine build excluded. Target: ratio <= 1.02 at the default cadences (1 s ledger, 10 s tree).
 
     .venv/bin/python benchmarks/bench_plugin.py [--limit 200] [--rounds 3]
-                                                [--ledger-s 1.0] [--tree-s 10.0]
+                                                [--ledger-s 1.0] [--tree-s 10.0] [--step-timing 1]
 
 Also prints the number of samples and tree reads and their mean cost, so the ratio at
 another cadence can be estimated. Exit 1 only if the two runs computed different schedules.
@@ -45,7 +45,8 @@ TRACE = (Path(__file__).resolve().parents[1] / "examples" / "traces" / "mooncake
 TARGET_RATIO = 1.02
 
 
-def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float) -> dict:
+def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float,
+             step_timing: bool = True) -> dict:
     """One replay; returns wall seconds, steps, what it computed and the plugin's costs."""
     from engine_adapter.embedded.config import EngineConfig
     from engine_adapter.embedded.engine import EmbeddedEngine
@@ -66,8 +67,8 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float) -> dic
     costs = {"ledger": [], "tree": [], "plugin_cpu": 0.0, "support_cpu": 0.0}
     clock = time.thread_time  # CPU time of this (the scheduler's) thread
     if plugin:
-        runtime = attach(host, PluginSettings(ledger_s=ledger_s, tree_s=tree_s), dp_rank=0,
-                         serve=False)
+        runtime = attach(host, PluginSettings(ledger_s=ledger_s, tree_s=tree_s,
+                                              step_timing=step_timing), dp_rank=0, serve=False)
         timed_sample = runtime.sample
 
         def sample(batch, *, per_node, now):
@@ -91,7 +92,8 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float) -> dic
                 after_run_batch(None, host, batch)
                 after_process_batch_result(None, host, batch, None)
             costs["plugin_cpu"] += clock() - hooked
-            costs["step_samples"] = runtime.step_timer.log.next_seq
+            if runtime.step_timer is not None:
+                costs["step_samples"] = runtime.step_timer.log.next_seq
 
     started, started_cpu = time.perf_counter(), clock()
     steps = drive(engine, MooncakeDriver(TRACE, limit=limit), on_step=on_step)
@@ -108,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="on/off pairs")
     parser.add_argument("--ledger-s", type=float, default=1.0, help="KVCTL_PLUGIN_LEDGER_S")
     parser.add_argument("--tree-s", type=float, default=10.0, help="KVCTL_PLUGIN_TREE_S")
+    parser.add_argument("--step-timing", type=int, choices=(0, 1), default=1,
+                        help="KVCTL_PLUGIN_STEP_TIMING (the step timer for kvctl calibrate)")
     args = parser.parse_args(argv)
 
     import sglang.srt.mem_cache.unified_radix_cache  # noqa: F401  (import outside the timing)
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.rounds):
         for plugin in ((True, False) if index % 2 == 0 else (False, True)):
             result = run_once(plugin=plugin, limit=args.limit, ledger_s=args.ledger_s,
-                              tree_s=args.tree_s)
+                              tree_s=args.tree_s, step_timing=bool(args.step_timing))
             runs[plugin].append(result)
             print(f"round {index + 1} plugin {'on ' if plugin else 'off'}: "
                   f"{result['cpu_s']:7.2f} s CPU, {result['wall_s']:7.2f} s wall, "

@@ -51,7 +51,7 @@ def after_process_batch_result(_result: Any, scheduler: Any, *args: Any, **kwarg
 
 def after_ingest_requests(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
     runtime = getattr(scheduler, RUNTIME_ATTR, None)
-    if runtime is not None and runtime.disabled_reason is None:
+    if runtime is not None and runtime.disabled_reason is None and runtime.step_timer is not None:
         try:  # every loop iteration, idle ones too: one clock read
             runtime.step_timer.on_ingested()
         except Exception as exc:
@@ -60,7 +60,7 @@ def after_ingest_requests(_result: Any, scheduler: Any, *args: Any, **kwargs: An
 
 def after_run_batch(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
     runtime = getattr(scheduler, RUNTIME_ATTR, None)
-    if runtime is not None and runtime.disabled_reason is None:
+    if runtime is not None and runtime.disabled_reason is None and runtime.step_timer is not None:
         try:
             runtime.step_timer.on_run_returned(kwargs["batch"] if "batch" in kwargs else args[0])
         except Exception as exc:

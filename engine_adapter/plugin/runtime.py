@@ -59,7 +59,8 @@ class PluginRuntime:
         self.recording = RecordingTap.from_env()  # off unless KVCTL_RECORD=1 (kvctl record)
         # /step_samples (kvctl calibrate, kvctl record); the CPU runs forwards in run_batch
         device = getattr(getattr(scheduler, "server_args", None), "device", None)
-        self.step_timer = StepTimer(synchronous=str(device) == "cpu")
+        self.step_timer = (StepTimer(synchronous=str(device) == "cpu")
+                           if settings.step_timing else None)  # KVCTL_PLUGIN_STEP_TIMING=0
         self.sampler = Sampler(info)
         self.clock = clock
         self.started_s = clock()
@@ -84,7 +85,8 @@ class PluginRuntime:
             self.recording.on_request_arrival(req)  # a retracted request re-enters: not new
 
     def on_batch(self, batch: Any) -> None:
-        self.step_timer.on_processed(batch)  # first: the step ends before kvctl's own work
+        if self.step_timer is not None:  # first: the step ends before kvctl's own work
+            self.step_timer.on_processed(batch)
         self.tally.on_batch(batch)
         if self.recording.enabled:
             for req in batch.reqs:

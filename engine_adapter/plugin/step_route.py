@@ -22,13 +22,15 @@ from engine_adapter.step_samples import encode_samples
 
 STEP_SAMPLES_SCHEMA_VERSION = 1
 CLOCK = "seconds since the plugin attached (time.monotonic)"
+STEP_TIMING_OFF = ("step timing is off: the server runs with KVCTL_PLUGIN_STEP_TIMING=0 "
+                   "(unset it, or set 1)")
 
 
 def step_samples_response(timer: Any, query: Mapping[str, str]) -> tuple[int, dict]:
-    """(HTTP status, body without the envelope). 404 when the runtime has no step timer,
-    400 for a `since` that is not a non-negative integer."""
+    """(HTTP status, body without the envelope). 404 when the runtime has no step timer
+    (KVCTL_PLUGIN_STEP_TIMING=0), 400 for a `since` that is not a non-negative integer."""
     if timer is None:
-        return 404, {"error": "this kvctl plugin does not time steps"}
+        return 404, {"error": STEP_TIMING_OFF}
     raw = query.get("since", "0")
     try:
         since = int(raw)

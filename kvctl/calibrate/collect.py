@@ -45,7 +45,8 @@ def find_plugin(url: str, *, plugin_url: str | None = None, timeout_s: float = 5
     except Unreachable as err:
         raise InputError(f"cannot reach the SGLang server ({err}): check --url") from None
     except MalformedServerInfo as err:
-        raise InputError(f"{base} does not look like an SGLang server ({err}): check --url") from None
+        raise InputError(
+            f"{base} does not look like an SGLang server ({err}): check --url") from None
     found = plugin_url or info.plugin_url
     if not found:
         raise InputError(f"{base} advertises no kvctl plugin in /server_info: {PLUGIN_FIX}, "
@@ -65,6 +66,8 @@ def collect_samples(plugin_url: str, since: int = 0, *, token: str | None = None
     if status in (401, 403):
         raise InputError(f"the kvctl plugin at {plugin_url} refused the token (HTTP {status}): "
                          "pass --plugin-token, the server's KVCTL_PLUGIN_TOKEN")
+    if status == 404 and b"KVCTL_PLUGIN_STEP_TIMING" in body:
+        raise InputError(f"{plugin_url}: {json.loads(body)['error']}")
     if status == 404:
         raise InputError(f"{plugin_url} serves no /step_samples: the kvctl plugin there predates "
                          "step timing (install this kvctl on the server) or --plugin-url points "

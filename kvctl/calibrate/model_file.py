@@ -69,7 +69,8 @@ def read_kvctl_document(path: str | Path, *, where: str, kind: str, version: int
     except FileNotFoundError:
         raise InputError(f"{where}: no such file") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{where}: cannot read it ({getattr(err, 'strerror', None) or err})") from None
+        reason = getattr(err, "strerror", None) or err
+        raise InputError(f"{where}: cannot read it ({reason})") from None
     try:
         doc = json.loads(text)
     except ValueError as err:
@@ -97,7 +98,8 @@ def _coefficients(raw: Any, where: str) -> tuple[float, ...]:
         raise InputError(f"{where}: coefficients must be an object of {', '.join(TERMS)}")
     unknown = sorted(set(raw) - set(TERMS))
     if unknown:
-        raise InputError(f"{where}: unknown coefficient {unknown[0]!r}; expected {', '.join(TERMS)}")
+        raise InputError(
+            f"{where}: unknown coefficient {unknown[0]!r}; expected {', '.join(TERMS)}")
     values = []
     for term in TERMS:
         if term not in raw:

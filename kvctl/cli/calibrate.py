@@ -5,8 +5,9 @@ timed steps (`/step_samples`) while the server runs traffic (calibrate sends non
 --duration or --samples, fits the model by non-negative least squares on relative error
 (kvctl/calibrate/fit.py), prints the fit's quality and writes the model atomically
 (kvctl/calibrate/model_file.py). `kvctl replay --cost-model server-cost.json` then uses it as
-the replay's clock. `--from NAME.steps.json` fits the steps `kvctl record` kept instead. Exit 2 before collecting (no server, no plugin, a bad option) and when
-the samples cannot determine a model; 1 when the plugin stops answering.
+the replay's clock. `--from NAME.steps.json` fits the steps `kvctl record` kept instead.
+Exit 2 before collecting (no server, no plugin, a bad option) and when the samples cannot
+determine a model; 1 when the plugin stops answering.
 """
 
 from __future__ import annotations
