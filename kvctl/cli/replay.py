@@ -251,7 +251,8 @@ def render_report(doc: dict):
     header = Text.assemble(
         ("kvctl replay ", "bold"), (w["name"], "bold cyan"),
         f"  ({w['kind']}, {doc['requests']:,} requests)\n",
-        f"deployment {d['model_name']} on {d['gpu']} x TP{d['tp']} (clock {clock})   "
+        f"deployment {d['model_name']} on {d['gpu']} x TP{d['tp']} "
+        f"({clock if word == 'modeled' else 'clock ' + clock})   "
         f"pool {s['pool_tokens']:,} tokens [{s['pool_source']}]\n",
         f"page {s['page_size']}  eviction {s['eviction_policy']}  tree core {s['tree_core']}  "
         f"retention {s['retention']}  tau_high {s['tau_high']}  budget {s['token_budget']:,}  "
