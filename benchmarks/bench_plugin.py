@@ -6,9 +6,10 @@ engine (UnifiedRadixCache Rust core, paged allocator, NoOp KV pool, kvctl's own
 instrumentation off so the base step is as cheap as it gets). After every step a
 scheduler-shaped host (tests/integration/plugin_support.py: the Scheduler's attribute names
 over the engine's real objects) is refreshed and the step's batches built, in both runs;
-only the "plugin on" run then calls the hook SGLang calls after `process_batch_result`
-(tally + cadence check + sampling at KVCTL_PLUGIN_LEDGER_S / KVCTL_PLUGIN_TREE_S) and has the
-plugin's eviction probe installed. Two ratios, both in CPU time of the scheduler thread
+only the "plugin on" run then calls the hooks SGLang calls after `ingest_requests` and
+`run_batch` (the step timer's clock reads) and after `process_batch_result` (the step timer's
+sample, tally + cadence check + sampling at KVCTL_PLUGIN_LEDGER_S / KVCTL_PLUGIN_TREE_S) and
+has the plugin's eviction probe installed. Two ratios, both in CPU time of the scheduler thread
 (wall time is printed too; with seven developers on two cores it swings by tens of percent):
 
     same steps in one run   (base + plugin) / base, where plugin is the CPU time spent in
@@ -23,7 +24,7 @@ plugin's eviction probe installed. Two ratios, both in CPU time of the scheduler
 Engine build excluded. Target: ratio <= 1.02 at the default cadences (1 s ledger, 10 s tree).
 
     .venv/bin/python benchmarks/bench_plugin.py [--limit 200] [--rounds 3]
-                                                [--ledger-s 1.0] [--tree-s 10.0]
+                                                [--ledger-s 1.0] [--tree-s 10.0] [--step-timing 1]
 
 Also prints the number of samples and tree reads and their mean cost, so the ratio at
 another cadence can be estimated. Exit 1 only if the two runs computed different schedules.
@@ -44,12 +45,14 @@ TRACE = (Path(__file__).resolve().parents[1] / "examples" / "traces" / "mooncake
 TARGET_RATIO = 1.02
 
 
-def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float) -> dict:
+def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float,
+             step_timing: bool = True) -> dict:
     """One replay; returns wall seconds, steps, what it computed and the plugin's costs."""
     from engine_adapter.embedded.config import EngineConfig
     from engine_adapter.embedded.engine import EmbeddedEngine
     from engine_adapter.plugin.attach import attach
-    from engine_adapter.plugin.hooks import after_process_batch_result
+    from engine_adapter.plugin.hooks import (after_ingest_requests, after_process_batch_result,
+                                             after_run_batch)
     from engine_adapter.plugin.settings import PluginSettings
     from engine_adapter.workload import drive
     from kvctl.replay.mooncake import MooncakeDriver
@@ -64,8 +67,8 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float) -> dic
     costs = {"ledger": [], "tree": [], "plugin_cpu": 0.0, "support_cpu": 0.0}
     clock = time.thread_time  # CPU time of this (the scheduler's) thread
     if plugin:
-        runtime = attach(host, PluginSettings(ledger_s=ledger_s, tree_s=tree_s), dp_rank=0,
-                         serve=False)
+        runtime = attach(host, PluginSettings(ledger_s=ledger_s, tree_s=tree_s,
+                                              step_timing=step_timing), dp_rank=0, serve=False)
         timed_sample = runtime.sample
 
         def sample(batch, *, per_node, now):
@@ -84,9 +87,13 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float) -> dic
         hooked = clock()
         costs["support_cpu"] += hooked - started
         if runtime is not None:
+            after_ingest_requests(None, host)  # once per scheduler loop iteration
             for batch in batches:
+                after_run_batch(None, host, batch)
                 after_process_batch_result(None, host, batch, None)
             costs["plugin_cpu"] += clock() - hooked
+            if runtime.step_timer is not None:
+                costs["step_samples"] = runtime.step_timer.log.next_seq
 
     started, started_cpu = time.perf_counter(), clock()
     steps = drive(engine, MooncakeDriver(TRACE, limit=limit), on_step=on_step)
@@ -103,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="on/off pairs")
     parser.add_argument("--ledger-s", type=float, default=1.0, help="KVCTL_PLUGIN_LEDGER_S")
     parser.add_argument("--tree-s", type=float, default=10.0, help="KVCTL_PLUGIN_TREE_S")
+    parser.add_argument("--step-timing", type=int, choices=(0, 1), default=1,
+                        help="KVCTL_PLUGIN_STEP_TIMING (the step timer for kvctl calibrate)")
     args = parser.parse_args(argv)
 
     import sglang.srt.mem_cache.unified_radix_cache  # noqa: F401  (import outside the timing)
@@ -111,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.rounds):
         for plugin in ((True, False) if index % 2 == 0 else (False, True)):
             result = run_once(plugin=plugin, limit=args.limit, ledger_s=args.ledger_s,
-                              tree_s=args.tree_s)
+                              tree_s=args.tree_s, step_timing=bool(args.step_timing))
             runs[plugin].append(result)
             print(f"round {index + 1} plugin {'on ' if plugin else 'off'}: "
                   f"{result['cpu_s']:7.2f} s CPU, {result['wall_s']:7.2f} s wall, "
@@ -148,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     ab = statistics.median(r["cpu_s"] - r["costs"]["support_cpu"] for r in on) / \
         statistics.median(r["cpu_s"] - r["costs"]["support_cpu"] for r in off)
     plugin_us = statistics.median(1e6 * r["costs"]["plugin_cpu"] / steps for r in on)
-    print(f"plugin hooks + sampling: {plugin_us:.1f} us CPU per step (median of {len(on)} runs)")
+    print(f"plugin hooks + sampling: {plugin_us:.1f} us CPU per step (median of {len(on)} runs); "
+          f"step samples timed per run: {on[0]['costs'].get('step_samples', 0):,}")
     print(f"ratio on/off, alternating runs (CPU; noisy on a shared machine): {ab:.4f}; "
           f"wall: {wall_on / wall_off:.4f}")
     ratio = statistics.median(inrun)

@@ -65,6 +65,9 @@ class EngineConfig:
     host_capacity_tokens: int | None = None
     authorized: dict[str, tuple[str, ...]] = field(default_factory=dict)
     cost: CostParams = field(default_factory=CostParams)
+    # A step-cost model fitted to a server (step_cost.StepCostModel, `kvctl calibrate`):
+    # the virtual clock then prices steps with it; None: the roofline over `cost`.
+    step_cost: object | None = None
     seed: int = 0
     enable_kv_events: bool = False
     # SGLang's staged-free allocator mode (its PD-disaggregation setting): frees are staged

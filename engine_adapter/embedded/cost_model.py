@@ -10,6 +10,9 @@ with the decode batch) takes the slower of the two:
 
 with G GPUs in tensor parallel. A host-tier reload of n tokens takes n * m_token / B_link
 (seed 003 napkin math 0.6: reload = S * m_token / B).
+
+Its sibling, a step-cost model fitted to a real server, is step_cost.py (`kvctl calibrate`,
+`kvctl replay --cost-model`); `build_cost_model` there picks one of the two.
 """
 
 from __future__ import annotations
@@ -27,8 +30,12 @@ class RooflineCostModel:
         self._bytes_per_s = p.hbm_bandwidth_per_gpu * p.decode_bandwidth_efficiency * p.num_gpus
         self._weight_bytes = p.num_params * p.weight_bytes_per_param
 
-    def step_seconds(self, prefill_tokens: int, decode_requests: int, decode_context_tokens: int) -> float:
-        """Modeled duration of one forward step."""
+    label = "modeled"
+
+    def step_seconds(self, prefill_tokens: int, decode_requests: int, decode_context_tokens: int,
+                     prefill_members=None) -> float:
+        """Modeled duration of one forward step. `prefill_members` (the step's scheduled
+        prefill requests) is the clock interface's; the roofline prices tokens only."""
         if prefill_tokens == 0 and decode_requests == 0:
             return 0.0
         compute = 2.0 * self.params.num_params * (prefill_tokens + decode_requests) / self._flops_per_s

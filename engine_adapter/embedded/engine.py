@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 
 from engine_adapter.embedded.config import EngineConfig
-from engine_adapter.embedded.cost_model import RooflineCostModel
 from engine_adapter.embedded.cache_ops import DirectCache
 from engine_adapter.embedded.decode import Decode
 from engine_adapter.embedded.decode_direct import DirectDecode
@@ -32,6 +31,7 @@ from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracke
 from engine_adapter.embedded.retention import Retention
 from engine_adapter.embedded.sglang_runtime import SGLangComponents, build_components
 from engine_adapter.embedded.snapshot_builder import SnapshotBuilder
+from engine_adapter.embedded.step_cost import build_cost_model
 from engine_adapter.embedded.state import EngineState, RollbackDigests
 from engine_adapter.instrument.probes import install_eviction_probe
 from engine_adapter.receipts import Receipt
@@ -81,7 +81,7 @@ class EmbeddedEngine:
         self.config = config
         sg = build_components(config)
         self._st = EngineState(
-            config=config, sg=sg, cost=RooflineCostModel(config.cost),
+            config=config, sg=sg, cost=build_cost_model(config),
             oracle=(ContentOracle(config.page_size, config.seed,
                                   expected_pages=config.oracle_pages_hint)
                     if config.instrument else NullOracle()),
@@ -138,7 +138,8 @@ class EmbeddedEngine:
 
     @property
     def cost(self):
-        """The roofline cost model pricing this engine's virtual clock."""
+        """The cost model pricing this engine's virtual clock: the roofline, or a step-cost
+        model fitted to a server (`EngineConfig.step_cost`, step_cost.py)."""
         return self._st.cost
 
     @property
@@ -195,7 +196,8 @@ class EmbeddedEngine:
                 first_tokens = self.model.prefill(plan.batch, plan.members)
             if decode_requests:
                 decode_tokens = self.model.decode(st.running_batch)
-        st.clock_s += st.cost.step_seconds(plan.computed_tokens, decode_requests, decode_context)
+        st.clock_s += st.cost.step_seconds(plan.computed_tokens, decode_requests, decode_context,
+                                           plan.members)
         if decode_requests and self.decode.iterations > 1:  # a quantum stands for q iterations
             st.clock_s += (self.decode.iterations - 1) * st.cost.step_seconds(0, decode_requests, decode_context)
         if decode_requests:  # before the prefill joins: new requests decode next step

@@ -3,7 +3,9 @@
     target (sglang.srt.managers.scheduler.Scheduler.*)   type   what kvctl does there
     __init__                                              AFTER  attach: capture the cache
                                                                  objects, start the endpoint
-    process_batch_result                                  AFTER  tally the batch, maybe sample
+    ingest_requests                                       AFTER  a scheduling round starts (timer)
+    run_batch                                             AFTER  the forward returned (timer)
+    process_batch_result                                  AFTER  time the step, tally, maybe sample
     on_idle                                               AFTER  maybe sample (cadence-limited)
     _add_request_to_queue                                 AFTER  count an arrival (and record it)
     sglang.srt.utils.common.build_server_info             AFTER  add `kvctl_plugin` (discovery)
@@ -47,6 +49,24 @@ def after_process_batch_result(_result: Any, scheduler: Any, *args: Any, **kwarg
             runtime.fail(exc)
 
 
+def after_ingest_requests(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
+    runtime = getattr(scheduler, RUNTIME_ATTR, None)
+    if runtime is not None and runtime.disabled_reason is None and runtime.step_timer is not None:
+        try:  # every loop iteration, idle ones too: one clock read
+            runtime.step_timer.on_ingested()
+        except Exception as exc:
+            runtime.fail(exc)
+
+
+def after_run_batch(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
+    runtime = getattr(scheduler, RUNTIME_ATTR, None)
+    if runtime is not None and runtime.disabled_reason is None and runtime.step_timer is not None:
+        try:
+            runtime.step_timer.on_run_returned(kwargs["batch"] if "batch" in kwargs else args[0])
+        except Exception as exc:
+            runtime.fail(exc)
+
+
 def after_on_idle(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
     runtime = getattr(scheduler, RUNTIME_ATTR, None)
     if runtime is not None:
@@ -72,6 +92,8 @@ def after_build_server_info(result: Any, *args: Any, **kwargs: Any) -> None:
 
 SCHEDULER_HOOKS = (
     (f"{SCHEDULER}.__init__", after_init),
+    (f"{SCHEDULER}.ingest_requests", after_ingest_requests),
+    (f"{SCHEDULER}.run_batch", after_run_batch),
     (f"{SCHEDULER}.process_batch_result", after_process_batch_result),
     (f"{SCHEDULER}.on_idle", after_on_idle),
     (f"{SCHEDULER}._add_request_to_queue", after_add_request_to_queue),

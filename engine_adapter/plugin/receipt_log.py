@@ -9,6 +9,7 @@ sequence number; a reader asks for those after the last number it saw::
 
 A reader that fell more than `capacity` behind sees `first` > its position: the gap is the
 number lost. Receipts carry request ids, counts and hashed namespace labels, never tokens.
+The step timer (step_timer.py) keeps its `StepSample`s in one as well.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ class ReceiptLog:
         self._items: deque[Receipt] = deque(maxlen=capacity)
         self._next = 0
         self._lock = threading.Lock()
+
+    @property
+    def next_seq(self) -> int:
+        """The number the next appended item gets (read by the appending thread)."""
+        return self._next
 
     def append(self, receipt: Receipt) -> None:
         with self._lock:

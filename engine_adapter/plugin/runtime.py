@@ -4,7 +4,10 @@ Every call arrives from SGLang's scheduler thread through hooks.py, at a step bo
 
     _add_request_to_queue  -> on_arrival   tally; with KVCTL_RECORD=1 the prompt's salted
                                            block hashes (recording/tap.py)    O(1) / O(prompt)
-    process_batch_result   -> on_batch     tally, finished requests to the recording,
+    ingest_requests        -> step_timer   a scheduling round starts (step_timer.py)  O(1)
+    run_batch              -> step_timer   the forward returned                       O(1)
+    process_batch_result   -> on_batch     the step's time and shape (step_timer.py), tally,
+                                           finished requests to the recording,
                                            then maybe_sample                  O(batch)
     on_idle                -> on_idle      maybe_sample
     eviction probe         -> on_evict     tally + an `eviction` receipt
@@ -35,6 +38,7 @@ from engine_adapter.plugin.hicache_reader import HiCacheReader
 from engine_adapter.plugin.receipt_log import ReceiptLog
 from engine_adapter.plugin.scheduler_host import SchedulerHost, namespace_label
 from engine_adapter.plugin.settings import PluginSettings
+from engine_adapter.plugin.step_timer import StepTimer
 from engine_adapter.plugin.tally import StepTally
 from engine_adapter.receipts import Receipt
 from engine_adapter.recording.tap import RecordingTap
@@ -55,6 +59,10 @@ class PluginRuntime:
         self.receipts = ReceiptLog()
         # off unless KVCTL_RECORD=1 (kvctl record); blocks of the server's page by default
         self.recording = RecordingTap.from_env(page_size=info.page_size)
+        # /step_samples (kvctl calibrate, kvctl record); the CPU runs forwards in run_batch
+        device = getattr(getattr(scheduler, "server_args", None), "device", None)
+        self.step_timer = (StepTimer(synchronous=str(device) == "cpu")
+                           if settings.step_timing else None)  # KVCTL_PLUGIN_STEP_TIMING=0
         self.sampler = Sampler(info)
         self.clock = clock
         self.started_s = clock()
@@ -81,6 +89,8 @@ class PluginRuntime:
             self.recording.on_request_arrival(req)  # a retracted request re-enters: not new
 
     def on_batch(self, batch: Any) -> None:
+        if self.step_timer is not None:  # first: the step ends before kvctl's own work
+            self.step_timer.on_processed(batch)
         self.tally.on_batch(batch)
         if self.recording.enabled:
             for req in batch.reqs:

@@ -6,6 +6,8 @@
                    503 {"error": ...} before the first sample, and once the plugin disabled itself
     GET /receipts?after=N  200 {"schema_version", "kvctl_version", "first", "next",
                         "receipts": [encode_receipt(r), ...]}  (receipt_log.py: numbering)
+    GET /step_samples?since=N  timed scheduler steps and their shapes (step_route.py), for
+                   kvctl calibrate and kvctl record
     GET /records?ack=N&limit=M  kvctl record's stream (recording/route.py); 404 unless the
                    server runs with KVCTL_RECORD=1; salted block hashes and lengths only
     anything else  404 {"error": ...};  a missing or wrong bearer token: 401 {"error": ...}
@@ -128,8 +130,14 @@ class PluginServer:
             query = {k: v[0] for k, v in parse_qs(urlsplit(raw_path).query).items()}
             status, doc = records_response(getattr(self.runtime, "recording", None), query)
             return status, _json(doc)
-        return 404, _json({"error": f"no route {path}; try /healthz, /snapshot, /receipts "
-                                    "or /records"})
+        if path == "/step_samples":
+            from engine_adapter.plugin.step_route import step_samples_response
+
+            query = {k: v[0] for k, v in parse_qs(urlsplit(raw_path).query).items()}
+            status, doc = step_samples_response(getattr(self.runtime, "step_timer", None), query)
+            return status, _json({**self.envelope(), **doc} if status == 200 else doc)
+        return 404, _json({"error": f"no route {path}; try /healthz, /snapshot, /receipts, "
+                                    "/step_samples or /records"})
 
     def receipts_body(self, raw_path: str) -> tuple[int, bytes]:
         query = parse_qs(urlsplit(raw_path).query)

@@ -7,6 +7,7 @@
     KVCTL_PLUGIN_LEDGER_S=1.0        seconds between samples (ledger + reconciliation)
     KVCTL_PLUGIN_TREE_S=10.0         seconds between per-node tree reads
     KVCTL_PLUGIN_MAX_FAILURES=5      exceptions before the plugin disables itself
+    KVCTL_PLUGIN_STEP_TIMING=1       time every scheduler step (/step_samples); 0 turns it off
 
 Pure: `from_env` takes the mapping to read, raises `InputError` naming the variable.
 """
@@ -40,6 +41,7 @@ class PluginSettings:
     ledger_s: float = 1.0
     tree_s: float = 10.0
     max_failures: int = 5
+    step_timing: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> PluginSettings:
@@ -50,6 +52,7 @@ class PluginSettings:
             ledger_s=_seconds(environ, "KVCTL_PLUGIN_LEDGER_S", cls.ledger_s),
             tree_s=_seconds(environ, "KVCTL_PLUGIN_TREE_S", cls.tree_s),
             max_failures=_int(environ, "KVCTL_PLUGIN_MAX_FAILURES", cls.max_failures, low=1),
+            step_timing=bool(_int(environ, "KVCTL_PLUGIN_STEP_TIMING", 1, low=0, high=1)),
         )
 
     def port(self, dp_rank: int) -> int:

@@ -132,6 +132,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     ("addr", "addr_command", "addr", "command"),
     ("replay", "replay_command", "replay", "command"),
     ("record", "record_command", "record", "command"),
+    ("calibrate", "calibrate_command", "calibrate", "command"),
     ("check", "check_command", "check", "command"),
     ("inspect", "inspect_command", "inspect", "command"),
     ("monitor", "monitor_command", "monitor", "command"),

@@ -4,7 +4,8 @@
 plugin (via /server_info or --plugin-url), proves recording is on with the expected block
 size, then polls `/records` until --duration, --max-requests or Ctrl-C. A Rich line on a
 TTY shows requests, prompt tokens, distinct blocks and drops as they come. On exit the trace
-and its `.meta.json` sidecar are written atomically (kvctl/record/writer.py). Exit 2 for
+and its `.meta.json` sidecar are written atomically (kvctl/record/writer.py), the server's
+timed scheduler steps as `.steps.json` (kvctl/record/steps.py, for kvctl calibrate). Exit 2 for
 everything that fails before recording (naming the fix), 1 when the plugin was lost or
 nothing finished (what was received is still written).
 """
@@ -45,6 +46,7 @@ def record_command(
     """Validate, connect, record, write; see the module docstring."""
     from kvctl.record.client import connect
     from kvctl.record.session import RecordingSession
+    from kvctl.record.steps import StepTap
     from kvctl.record.writer import check_destination
 
     duration_s = parse_duration(duration) if duration is not None else None
@@ -60,12 +62,14 @@ def record_command(
                                     block_tokens=block_tokens)
     session = RecordingSession(client, first, duration_s=duration_s, max_requests=max_requests,
                                interval_s=interval)
+    steps = StepTap.start(target.plugin_url, plugin_token)
     with LiveLine(not json_output, duration_s=duration_s, max_requests=max_requests) as line:
-        session.run(on_progress=line.update)
-    _finish(session, target, out, started_at, json_output)
+        session.run(on_progress=steps.wrap(line.update))
+    _finish(session, target, out, started_at, json_output, steps)
 
 
-def _finish(session, target, out: Path, started_at: str, json_output: bool) -> None:
+def _finish(session, target, out: Path, started_at: str, json_output: bool,
+            steps=None) -> None:
     from kvctl.cli.output import console, print_json
     from kvctl.record.writer import meta_path, write_recording
     from kvctl.replay.mooncake import BLOCK_TOKENS as MOONCAKE_BLOCK_TOKENS
@@ -96,6 +100,9 @@ def _finish(session, target, out: Path, started_at: str, json_output: bool) -> N
         "hashing": "BLAKE2b-64, chained per block, keyed by a per-recording salt never written",
     }
     document = write_recording(out, session.records, meta)
+    if steps is not None:
+        written = steps.write_next_to(out)
+        document["step_samples"] = len(steps.samples) if written else steps.note
     session.release()
     if json_output:
         print_json({"out": str(out), **document})

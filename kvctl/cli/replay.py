@@ -43,6 +43,9 @@ def replay_command(
         "when no --pool-* is given."))] = DEFAULT_MODEL,
     gpu: Annotated[str, Opt(help="Modeled GPU preset.")] = DEFAULT_GPU,
     tp: Annotated[int, Opt(help="Tensor-parallel degree of the modeled deployment.")] = 1,
+    cost_model: Annotated[Optional[Path], Opt(help=(
+        "A step-cost model from `kvctl calibrate`: the replay's clock instead of the roofline "
+        "(latencies are then labelled fitted)."))] = None,
     page_size: Annotated[Optional[int], Opt(help="Tokens per page (default 16).")] = None,
     eviction: Annotated[Optional[str], Opt(help=(
         f"SGLang eviction policy: {', '.join(EVICTION_POLICIES)} (default lru)."))] = None,
@@ -113,6 +116,7 @@ def replay_command(
         max_running_requests=max_running, decode_quantum=decode_quantum, limit=limit, seed=seed,
         exact_batches=exact_batches,
         device=resolve_device_option(device),
+        cost_model=str(cost_model) if cost_model is not None else None,
     )
     if executor not in ("local", "ray"):
         raise InputError(f"--executor {executor!r}: expected local or ray")
@@ -190,7 +194,9 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
     if json_output:
         print_json(document)
     else:
-        console().print(_sweep_table(rows, Path(base.workload).name))
+        clock = (f"fitted ({Path(base.cost_model).name})" if base.cost_model
+                 else "modeled (roofline virtual clock)")
+        console().print(_sweep_table(rows, Path(base.workload).name, clock))
         if out is not None:
             console().print(f"[dim]wrote {out}/sweep.json and one folder per run[/]")
 
@@ -261,10 +267,13 @@ def render_report(doc: dict):
     from kvctl.cli.glossary_terms import FOOTER
 
     s, d, w = doc["settings"], doc["deployment"], doc["workload"]
+    clock = s.get("clock", "modeled")  # "modeled" (roofline) or "fitted (FILE)"
+    word = clock.split(" ", 1)[0]
     header = Text.assemble(
         ("kvctl replay ", "bold"), (w["name"], "bold cyan"),
         f"  ({w['kind']}, {doc['requests']:,} requests)\n",
-        f"deployment {d['model_name']} on {d['gpu']} x TP{d['tp']} (modeled)   "
+        f"deployment {d['model_name']} on {d['gpu']} x TP{d['tp']} "
+        f"({clock if word == 'modeled' else 'clock ' + clock})   "
         f"pool {s['pool_tokens']:,} tokens [{s['pool_source']}]\n",
         f"page {s['page_size']}  eviction {s['eviction_policy']}  tree core {s['tree_core']}  "
         f"retention {s['retention']}  tau_high {s['tau_high']}  budget {s['token_budget']:,}  "
@@ -292,9 +301,9 @@ def render_report(doc: dict):
         ("token_usage peak / mean",
          f"{doc['peak_token_usage']:.1%} / {doc['mean_token_usage']:.1%}",
          "SGLang's; evictable = free"),
-        ("modeled TTFT p50 / p99", _p50_p99(lat["ttft_s"]), "modeled"),
-        ("modeled ITL p50 / p99", _p50_p99(lat["itl_s"]), "modeled"),
-        ("modeled queueing p50 / p99", _p50_p99(lat["queue_s"]), "modeled"),
+        (f"{word} TTFT p50 / p99", _p50_p99(lat["ttft_s"]), clock),
+        (f"{word} ITL p50 / p99", _p50_p99(lat["itl_s"]), clock),
+        (f"{word} queueing p50 / p99", _p50_p99(lat["queue_s"]), clock),
         ("virtual time / steps", f"{doc['virtual_time_s']:,.1f} s / {doc['steps']:,}", ""),
     ):
         figures.add_row(name, value, note)
@@ -327,7 +336,7 @@ def render_report(doc: dict):
     return Group(*parts)
 
 
-def _sweep_table(rows, title: str):
+def _sweep_table(rows, title: str, clock: str = "modeled (roofline virtual clock)"):
     from rich import box
 
     from kvctl.cli.fit_table import FitTable
@@ -335,7 +344,7 @@ def _sweep_table(rows, title: str):
 
     axes = " / ".join(rows[0].params) if rows else ""
     table = FitTable(title=f"sweep over {title} ({axes}), ranked by hit rate", title_justify="left",
-                     caption=("TTFT p99 is modeled (roofline virtual clock); evicted tokens in "
+                     caption=(f"TTFT p99 is {clock}; evicted tokens in "
                               f"--json\n{FOOTER}"),
                      caption_justify="left", box=box.SIMPLE_HEAD, key_columns=2)
     pool_swept = any(key in ("pool-tokens", "pool-gb") for key in (rows[0].params if rows else {}))

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 from engine_adapter.embedded.config import EngineConfig
 from kvctl.errors import InputError, IntegrityError
+from kvctl.replay.clock import replay_clock
 from kvctl.replay.engine_setup import Deployment, engine_config
 from kvctl.replay.report import Integrity, LatencyCollector, ReplayReport, Utilization
 from kvctl.replay.peaks import PoolPeaks
@@ -69,6 +70,8 @@ class ReplaySettings:
     seed: int | None = None  # None: a scenario's own seed; 0 for the engine
     label: str = ""
     device: str = "cpu"  # where SGLang's pools live; resolved from --device by the CLI
+    # The clock: a `kvctl calibrate` model file or a fitted StepCostModel; None: the roofline.
+    cost_model: object | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,6 +210,9 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
             notes.append(f"--retention {settings.retention} has no effect on a Mooncake trace: "
                          "every request is a single turn, no session waits on a tool")
     pool_tokens, pool_source = _pool(settings, suggested, page)
+    clock = replay_clock(settings.cost_model)
+    if clock.step_cost is not None:
+        fields["step_cost"] = clock.step_cost
     config = engine_config(
         deployment=settings.deployment,
         pool_tokens=pool_tokens,
@@ -225,7 +231,7 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
             "give a larger --pool-tokens / --pool-gb, "
             "or --pool-tokens 0 for unbounded"
         )
-    notes.extend(_deployment_notes(settings.deployment, summary))
+    notes.extend(_deployment_notes(settings.deployment, summary, clock.note))
     resolved = {
         "pool_tokens": config.pool_tokens, "pool_source": pool_source,
         "page_size": config.page_size, "eviction_policy": config.eviction_policy,
@@ -236,7 +242,7 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         "max_context_len": config.max_context_len, "kv_pool": config.kv_pool,
         "device": config.device,
         "seed": settings.seed if settings.seed is not None else _workload_seed(driver),
-        "limit": settings.limit, "label": settings.label,
+        "limit": settings.limit, "label": settings.label, "clock": clock.label,
     }
     return config, resolved, tuple(notes)
 
@@ -269,11 +275,11 @@ def _demand(driver, page: int) -> int | None:
     return demand(page) if callable(demand) else demand
 
 
-def _deployment_notes(deployment: Deployment, summary) -> list[str]:
+def _deployment_notes(deployment: Deployment, summary, clock_note: str | None = None) -> list[str]:
     from kvctl.sizing.models import resolve_model
 
-    notes = [f"latencies are modeled: roofline virtual clock for {deployment.model} on "
-             f"{deployment.gpu} x TP{deployment.tp} (seed 003 chunked-prefill napkin math)"]
+    notes = [clock_note or f"latencies are modeled: roofline virtual clock for {deployment.model} "
+             f"on {deployment.gpu} x TP{deployment.tp} (seed 003 chunked-prefill napkin math)"]
     window = resolve_model(deployment.model).max_context
     if summary is not None and summary.max_request_tokens > window:
         notes.append(f"the longest request ({summary.max_request_tokens:,} tokens) exceeds "

@@ -11,7 +11,10 @@ plugin reads through them (cache, pool, Req.kv, Req.lock) is SGLang's own.
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
+
+import torch
 
 
 class _Mode:
@@ -58,5 +61,14 @@ class EngineShapedScheduler:
         st = self.engine.internal_state()
         extend = [t.req for t in st.partial] + self.new_running + list(finished_reqs)
         decode = [t.req for t in st.running.values()]
-        return (SimpleNamespace(forward_mode=_Mode(True), reqs=extend),
-                SimpleNamespace(forward_mode=_Mode(False), reqs=decode))
+        # The fields the step timer reads (ScheduleBatch's names), stamped as run_batch does.
+        launched = time.monotonic()
+        self.forward_ct = getattr(self, "forward_ct", 0) + 2
+        lens = [len(r.origin_input_ids) + len(r.output_ids) for r in decode]
+        return (SimpleNamespace(forward_mode=_Mode(True), reqs=extend, launch_ts=launched,
+                                forward_iter=self.forward_ct - 1, decoding_reqs=None,
+                                extend_lens=[len(r.origin_input_ids) for r in extend],
+                                prefix_lens=[int(r.cached_tokens) for r in extend]),
+                SimpleNamespace(forward_mode=_Mode(False), reqs=decode, launch_ts=launched,
+                                forward_iter=self.forward_ct, seq_lens_sum=None,
+                                seq_lens_cpu=torch.tensor(lens, dtype=torch.int64)))

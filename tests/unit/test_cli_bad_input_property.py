@@ -54,6 +54,7 @@ BASE: dict[str, list[str]] = {
     "check": ["--scenario", SCENARIO, "--steps", "2"],
     "inspect": ["--url", DEAD_URL, "--timeout", "0.2"],
     "record": ["--url", DEAD_URL, "--out", "/tmp/kvctl-property-record.jsonl"],
+    "calibrate": ["--url", DEAD_URL, "--out", "/tmp/kvctl-property-calibrate.json"],
     "monitor": ["--scenario", SCENARIO, "--json", "--refresh", "0.05", "--pace", "0"],
     "exporter": ["--scenario", SCENARIO, "--port", "0", "--duration", "0.1", "--json"],
     "plan capacity": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096",
@@ -218,13 +219,14 @@ def assert_one_line_error(result, expected_codes=(2,)) -> None:
 # inspect's base reaches its dead URL (exit 1): a bad value it did not check shows as 1, not 2.
 # record's base reaches it too, with exit 2: a bad value it did not check would show as the
 # dead server's message, which assert_caught_before_the_server rejects.
-FAST = [path for path in BASE if path.split()[0] not in RUNS_A_WORKLOAD | {"inspect", "record"}]
+DEAD_BASE = {"inspect", "record", "calibrate"}  # their base invocation reaches DEAD_URL
+FAST = [path for path in BASE if path.split()[0] not in RUNS_A_WORKLOAD | DEAD_BASE]
 DEAD_SERVER_WORDS = ("cannot reach", "no server answered")
 
 
 def assert_caught_before_the_server(path: str, result) -> None:
     """For commands whose base points at a dead server: the error is the bad value's."""
-    if path in ("inspect", "record"):
+    if path in DEAD_BASE:
         assert not any(w in result.stderr for w in DEAD_SERVER_WORDS), result.stderr
 
 
@@ -363,7 +365,7 @@ def test_bad_addresses_fail_before_any_connection(data):
 
 
 def test_every_address_option_is_a_case():
-    """The four remote commands each contribute their --url, --plugin-url, --plugin-token."""
+    """The five remote commands each contribute their --url, --plugin-url, --plugin-token."""
     assert sorted((path, name) for path, name, _ in ADDRESS_CASES) == sorted(
-        (path, name) for path in ("inspect", "monitor", "exporter", "record")
+        (path, name) for path in ("inspect", "monitor", "exporter", "record", "calibrate")
         for name in ADDRESS_OPTIONS)
