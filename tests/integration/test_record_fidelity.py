@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 TRACE = EXAMPLES / "mooncake" / "head_500.jsonl"
-SHIPPED = EXAMPLES / "recorded" / "head_500.recorded.jsonl"  # the README's example
+SHIPPED = EXAMPLES / "recorded" / "head_500.recorded.jsonl"  # docs/record.md's example
 LIMIT = 500
 PAGE = 16
 runner = CliRunner()

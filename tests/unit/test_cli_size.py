@@ -202,7 +202,7 @@ def test_json_carries_the_assumptions():
 
 
 def test_help_lists_every_preset():
-    """`size --help` names every model preset the README points to."""
+    """`size --help` names every model preset docs/size.md points to."""
     from kvctl.sizing.models import PRESETS
 
     result = run("size", "--help")
