@@ -279,7 +279,7 @@ class RemoteEngine:
     def _reconcile(
         self, info: ServerInfo, metrics: MetricsReading, shape: MirrorShape | None
     ) -> RemoteReconciliation | None:
-        evictable = metrics.count("sglang:kv_available_tokens")
+        evictable = metrics.count("sglang:kv_evictable_tokens")
         used = metrics.count("sglang:kv_used_tokens")
         pool = metrics.count("sglang:max_total_num_tokens") or info.max_total_num_tokens
         if shape is None or evictable is None or used is None or pool is None:
