@@ -15,9 +15,10 @@ Each time it sends the same requests through `/generate` (groups sharing 256-tok
                                              decoded schema_version matches
 
 and prints the throughput (requests/s, output tokens/s) with the plugin off and on and their
-ratio. Exit 1 when a check fails. Needs CUDA and SGLang's server dependencies; on a CPU-only
-machine SGLang's model runner does not start (SGLANG_NOTES.md), so this was written against
-0.5.23's sources and is NOT run in CI.
+ratio. Exit 1 when a check fails. Needs CUDA and SGLang's server dependencies: it launches
+SGLang's default model runner, and is NOT run in CI. The same checks on a CPU-only machine
+run in tests/e2e/test_e2e_plugin.py, where SGLang's server starts through the out-of-tree
+CPU platform (docs/cpu-server.md).
 
     .venv/bin/python benchmarks/plugin_server_check.py [--requests 128] [--timeout 600]
 """

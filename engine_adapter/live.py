@@ -10,7 +10,9 @@ engine never steps while its clock is ahead of wall time x p; decode jumps stop 
 tick past it; and an idle engine waits for its next arrival, reload completion or driver
 event in wall time, its clock following wall time x p, instead of jumping to it. Every
 wait is a sleep of at most `TICK_S` outside the lock, so pause, close and flush answer
-within it. Without a pace an idle engine jumps straight to its next event.
+within it; `pause()` returns once no step is in progress, and none starts until `resume()`.
+Without a pace an idle engine jumps straight to its next event. `clock` (monotonic seconds,
+default `time.monotonic`) is the wall time the pace follows; tests inject a manual one.
 
     run = LiveRun(engine_factory, driver_factory, pace=1.0, loop=True)
     run.start()
@@ -52,6 +54,7 @@ class LiveRun:
         snapshot_interval_s: float = 0.25,
         tree_interval_s: float | None = None,
         start_paused: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """pace: virtual seconds per wall second (None: as fast as the CPU allows).
         tree_interval_s: also read SGLang's per-node tree (lock refs, the tree browser's
@@ -65,13 +68,14 @@ class LiveRun:
         self.snapshot_interval_s = snapshot_interval_s
         self.tree_interval_s = tree_interval_s
         self._next_tree = 0.0
+        self._clock = clock
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._running = threading.Event()
         if not start_paused:
             self._running.set()
         self._thread: threading.Thread | None = None
-        self._origin = (time.monotonic(), 0.0)  # (wall, virtual) the pace counts from
+        self._origin = (self._clock(), 0.0)  # (wall, virtual) the pace counts from
         self.error: str | None = None
         self.finished = False
         self.steps = 0
@@ -90,7 +94,7 @@ class LiveRun:
 
     def start(self) -> LiveRun:
         if self._thread is None:
-            self._origin = (time.monotonic(), self.engine.clock_s)
+            self._origin = (self._clock(), self.engine.clock_s)
             self._thread = threading.Thread(target=self._work, name="kvctl-live-run", daemon=True)
             self._thread.start()
         return self
@@ -109,11 +113,14 @@ class LiveRun:
         return not self._running.is_set()
 
     def pause(self) -> None:
+        """Stop stepping: on return no step is in progress and none starts before resume."""
         self._running.clear()
+        with self._lock:  # a step already under way finishes first
+            pass
 
     def resume(self) -> None:
         with self._lock:  # the worker's last step before the pause has finished
-            self._origin = (time.monotonic(), self.engine.clock_s)
+            self._origin = (self._clock(), self.engine.clock_s)
         self._running.set()
 
     def step_once(self) -> None:
@@ -131,7 +138,7 @@ class LiveRun:
 
     def _refresh(self, force_tree: bool = False) -> None:
         """Rebuild the cached snapshot (caller holds the lock)."""
-        now = time.monotonic()
+        now = self._clock()
         per_node = self.tree_interval_s is not None and (force_tree or now >= self._next_tree)
         if per_node:
             self._next_tree = now + self.tree_interval_s
@@ -177,7 +184,7 @@ class LiveRun:
             self._step()
             return 0.0
         wall0, virtual0 = self._origin
-        due_s = virtual0 + (time.monotonic() - wall0) * self.pace  # wall time, in virtual s
+        due_s = virtual0 + (self._clock() - wall0) * self.pace  # wall time, in virtual s
         clock = self.engine.clock_s
         if clock > due_s:  # a step ran ahead of wall time: let wall time catch up
             return min((clock - due_s) / self.pace, TICK_S)
@@ -205,7 +212,7 @@ class LiveRun:
         return min(events) if events else None
 
     def _work(self) -> None:
-        next_snapshot = time.monotonic()
+        next_snapshot = self._clock()
         try:
             while not self._stop.is_set():
                 if not self._running.wait(timeout=0.1):
@@ -213,8 +220,10 @@ class LiveRun:
                 if self._stop.is_set():
                     break
                 with self._lock:
+                    if not self._running.is_set():  # paused while waiting for the lock
+                        continue
                     wait_s = 0.0 if self.finished else self._advance()
-                    now = time.monotonic()
+                    now = self._clock()
                     if now >= next_snapshot:
                         self._refresh()
                         next_snapshot = now + self.snapshot_interval_s

@@ -1,9 +1,10 @@
 """Test support (imported by name, like remote_relay): a loopback HTTP server that speaks the
 kvctl plugin's wire contract, serving a snapshot the test built.
 
-The plugin itself (engine_adapter/plugin/server.py) runs inside an SGLang scheduler, which
-cannot run on this CPU machine (SGLANG_NOTES.md "A real server on this CPU"); this endpoint
-serves the same routes and bodies from a real `Snapshot` (a test passes
+The plugin itself (engine_adapter/plugin/server.py) runs inside an SGLang scheduler; that
+runs on this CPU too (tests/e2e/test_e2e_plugin.py), but takes minutes to start and serves
+whatever its scheduling produced. This endpoint serves the same routes and bodies from a
+`Snapshot` the test chose (a test passes
 `encode_snapshot(EmbeddedEngine.snapshot())`), so kvctl's client side is tested over real HTTP::
 
     GET /healthz   200 {"schema_version", "kvctl_version", "status", "failures",

@@ -15,7 +15,7 @@ import typer
 from kvctl.cli.output import to_jsonable
 from kvctl.cli.plan_common import Rendered, emit, table
 from kvctl.errors import InputError
-from kvctl.sizing.address import Translation, translate
+from kvctl.sizing.address import AddressRejected, RejectStage, Translation, translate
 from kvctl.sizing.layout import load_layout
 
 
@@ -32,8 +32,13 @@ def addr_command(
     """Translate a K/V coordinate through a layout manifest to block, slot id and byte address."""
     if kind.upper() not in ("K", "V"):
         raise InputError(f"--kind must be K or V, got {kind!r}")
-    result = translate(load_layout(layout), request=request, token=token, layer=layer,
-                       kind=kind.upper(), head=head, lane=lane)
+    try:
+        result = translate(load_layout(layout), request=request, token=token, layer=layer,
+                           kind=kind.upper(), head=head, lane=lane)
+    except AddressRejected as err:
+        if err.stage is RejectStage.UNKNOWN_REQUEST:  # the option at fault, named
+            raise InputError(f"--request: {err}") from None
+        raise
     emit(as_json, to_jsonable(result), _render(result))
 
 

@@ -20,23 +20,31 @@ from kvctl.cli.output import console, print_json
 from kvctl.cli.size_text import parse_size
 from kvctl.errors import InputError
 
-def parse_int_list(text: str, *, name: str) -> tuple[int, ...]:
-    """'33,25,16' -> (33, 25, 16). InputError on anything but comma-separated integers."""
+def parse_int_list(text: str, *, name: str, low: int = 1) -> tuple[int, ...]:
+    """'33,25,16' -> (33, 25, 16). InputError naming `name` on anything but comma-separated
+    integers >= `low` (1: lengths and sizes; 0 where an empty part is meaningful)."""
     try:
         values = tuple(int(part) for part in str(text).split(",") if part.strip())
     except ValueError:
         raise InputError(f"{name}: expected comma-separated integers, got {text!r}") from None
     if not values:
         raise InputError(f"{name}: expected at least one integer")
+    for value in values:
+        if value < low:
+            raise InputError(f"{name}: every value must be >= {low}, got {value}")
     return values
 
 
 def parse_size_list(texts: Iterable[str], *, name: str) -> tuple[int, ...]:
-    """Repeated or comma-separated sizes -> bytes each (a bare number is bytes)."""
-    return tuple(
+    """Repeated or comma-separated sizes -> bytes each (a bare number is bytes); InputError
+    naming `name` when no size is given."""
+    sizes = tuple(
         parse_size(part, name, default_unit="b")
         for text in texts for part in str(text).split(",") if part.strip()
     )
+    if not sizes:
+        raise InputError(f"{name}: expected at least one size")
+    return sizes
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ def shared_prefix_command(
         return
     if prefix is None or suffixes is None:
         raise InputError("give --prefix and --suffixes, or a tree with --chunk")
-    ledger = batch_ledger(shared_prefix=prefix, suffixes=parse_int_list(suffixes, name="--suffixes"),
+    ledger = batch_ledger(shared_prefix=prefix, suffixes=parse_int_list(suffixes, name="--suffixes", low=0),
                           kv_row_bytes=kv_row_bytes, partial_row=partial,
                           chunk_sizes=parse_int_list(chunk_sizes, name="--chunk-sizes"))
     emit(as_json, to_jsonable(ledger), _render_batch(ledger))

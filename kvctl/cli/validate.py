@@ -104,6 +104,7 @@ RULES: dict[str, Range] = {
     "tau_high": FRACTION, "mfu": FRACTION, "prefill_mfu": FRACTION, "decode_mfu": FRACTION,
     "link_efficiency": FRACTION, "mem_fraction": FRACTION, "mu": Range(0, 1),
     "headroom": Range(0, 1, high_open=True), "sharing_factor": Range(low=1),
+    "dram_price_ratio": Range(0, 1, high_open=True),
     # sizes, rates and times that must be > 0
     "pool_gb": POSITIVE, "hbm_gb": POSITIVE, "params_b": POSITIVE, "prefill_tflops": POSITIVE,
     "peak_tflops": POSITIVE, "hbm_tbps": POSITIVE, "link_gbps": POSITIVE, "nvme_gbps": POSITIVE,
@@ -156,9 +157,43 @@ def _eviction(value: str) -> None:
 
 # Text options with a closed set of values, checked whether or not the command ends up
 # using them (a typo in an option that happens not to matter is still a typo).
+def _model(value: str) -> None:
+    from kvctl.sizing.models import resolve_model  # a preset or a config.json: no torch
+
+    resolve_model(value)
+
+
+def _gpu(value: str) -> None:
+    from kvctl.sizing.hardware import resolve_gpu
+
+    resolve_gpu(value)
+
+
+def _link(value: str) -> None:
+    from kvctl.sizing.plan.links import HOST_LINKS
+
+    if value not in HOST_LINKS:
+        raise InputError(f"unknown interconnect {value!r} (known: {', '.join(HOST_LINKS)})")
+
+
+def _retention(value: str) -> None:
+    from kvctl.replay.runner import RETENTION_CHOICES
+
+    if value not in RETENTION_CHOICES:
+        raise InputError(f"unknown retention {value!r}; valid: {', '.join(RETENTION_CHOICES)}")
+
+
+def _fault(value: str) -> None:
+    from engine_adapter.embedded.faults import FAULTS
+
+    if value not in FAULTS:
+        raise InputError(f"unknown fault {value!r}; valid: {', '.join(FAULTS)}")
+
+
 TEXT_RULES: dict[str, Callable[[str], None]] = {
     "kv_dtype": _dtype, "weight_dtype": _dtype, "tree_core": _choice("rust", "python"),
-    "eviction": _eviction,
+    "eviction": _eviction, "model": _model, "gpu": _gpu, "link": _link,
+    "retention": _retention, "inject_fault": _fault,
 }
 
 

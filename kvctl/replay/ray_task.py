@@ -14,7 +14,10 @@ report is the one a local run of the same settings writes. Nothing here imports 
 executor wraps `replay_point` in a Ray task (kvctl.replay.ray_executor).
 
 The task is a generator, so the driver learns when a run starts (it shows runs as running
-only once a worker has them): it yields a `Started` first, then the `ReplayResult`.
+only once a worker has them): it yields a `Started` first, then the `ReplayResult`. The
+result's `wall_clock` block (what may differ between two runs of the same settings) also
+names the Ray node that ran it (`ray_node_id`), so a sweep's report.json files say where
+each run went.
 """
 
 from __future__ import annotations
@@ -40,9 +43,14 @@ class Started:
 def replay_point(settings: ReplaySettings, data: bytes) -> Iterator[Started | ReplayResult]:
     """Replay `settings` with its workload read from `data` (the file's bytes); yields
     Started, then the ReplayResult. Raises what `prepare`/`run` raise. Writes only a
-    private temp directory, removed before returning."""
+    private temp directory, removed before returning. Runs inside a Ray worker (Ray is
+    imported there only)."""
+    import ray
+
     yield Started(pid=os.getpid(), host=os.uname().nodename)
-    yield replay_bytes(settings, data)
+    result = replay_bytes(settings, data)
+    result.report.wall_clock["ray_node_id"] = ray.get_runtime_context().get_node_id()
+    yield result
 
 
 def replay_bytes(settings: ReplaySettings, data: bytes) -> ReplayResult:

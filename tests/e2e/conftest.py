@@ -2,8 +2,9 @@
 stopped after the last of them, its start-up time printed.
 
 It needs SGLang's HTTP-server imports (requirements/server.txt, installed by `make setup`).
-Without them every e2e test is skipped with that reason; a server that has them but does not
-come up is an error with the server log's tail, never a skip.
+Without them every e2e test is skipped with that reason (a failure under CI=true, where
+`make setup` installed them); a server that has them but does not come up is an error with
+the server log's tail, never a skip.
 """
 
 from __future__ import annotations

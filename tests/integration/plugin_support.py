@@ -3,10 +3,11 @@
 `EngineShapedScheduler` is a "scheduler-shaped host": an object with the attribute names
 SGLang 0.5.23's `Scheduler` has (tree_cache, token_to_kv_pool_allocator, req_to_token_pool,
 running_batch, last_batch, cur_batch_for_debug, chunked_req, waiting_queue, server_args),
-whose values are the embedded engine's real SGLang objects and real `Req`s. A real
-Scheduler cannot be built on this CPU machine (its model runner needs a GPU kernel stack,
-SGLANG_NOTES.md), so the batches are plain holders of the real `Req` lists; everything the
-plugin reads through them (cache, pool, Req.kv, Req.lock) is SGLang's own.
+whose values are the embedded engine's real SGLang objects and real `Req`s. A real Scheduler
+does run on this CPU inside `sglang.launch_server` (tests/e2e/test_e2e_plugin.py,
+docs/cpu-server.md), but only behind HTTP; here a test steps the engine itself and calls the
+hooks between steps, so the batches are plain holders of the real `Req` lists; everything
+the plugin reads through them (cache, pool, Req.kv, Req.lock) is SGLang's own.
 """
 
 from __future__ import annotations

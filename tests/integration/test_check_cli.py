@@ -105,7 +105,7 @@ def test_human_output_names_the_outcome(sglang_ready):
         (("--scenario", "/nonexistent/scenario.yaml"),
          "kvctl: error: --scenario /nonexistent/scenario.yaml: no such file"),
         (("--inject-fault", "bitflip"),
-         "kvctl: error: unknown fault 'bitflip'; valid: leak, lock-leak, alloc-fail"),
+         "kvctl: error: --inject-fault: unknown fault 'bitflip'; valid: leak, lock-leak, alloc-fail"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, message):

@@ -2,8 +2,10 @@
 
 The server side is a RecordingTap fed with SGLang's real `Req` objects (as the kvctl
 plugin's scheduler hooks feed it) behind a stdlib HTTP server that serves the plugin's
-/records route and SGLang's /server_info fields (records_http.py): the real SGLang server
-and its plugin cannot run on this CPU-only machine, so that server is the stand-in.
+/records route and SGLang's /server_info fields (records_http.py). A real SGLang server with
+the plugin does run on this CPU (tests/e2e, docs/cpu-server.md; tests/e2e/test_e2e_plugin.py
+records from one), but it takes minutes to start; this stand-in lets each case here set the
+exact records, failures and timing it needs in milliseconds.
 """
 
 from __future__ import annotations
@@ -97,27 +99,46 @@ def test_block_tokens_coarsens_the_servers_page_blocks_as_a_native_hash_would(tm
     assert (sidecar["block_tokens"], sidecar["server_block_tokens"]) == (8, 4)
 
 
-def test_records_for_a_duration_while_traffic_arrives(tmp_path, sglang_ready):
-    """--duration 1.5s while requests keep finishing: it stops by itself with all of them,
-    the last drained after the deadline."""
-    import threading
+class TrafficOnTheClock:
+    """The recording's clock and sleep (`RecordingSession(clock=, sleep=)`): each sleep moves
+    the clock by its length in tenths of a second (exact), and feeds the requests due by
+    then, so traffic arrives between polls on a schedule no machine load can shift."""
+
+    def __init__(self, tap: RecordingTap, due: dict[int, list[int]]) -> None:
+        self.tap, self.due, self.tenths = tap, dict(due), 0
+
+    def clock(self) -> float:
+        return self.tenths / 10
+
+    def sleep(self, seconds: float) -> None:
+        self.tenths += round(seconds * 10)
+        for tick in sorted(t for t in self.due if t <= self.tenths):
+            feed(self.tap, [self.due.pop(tick)])
+
+
+def test_records_for_a_duration_while_traffic_arrives(tmp_path, sglang_ready, monkeypatch):
+    """--duration 1.5s, --interval 0.1, six requests finishing 0.2 s apart from 0.5 s (the
+    last at 1.5 s, as the deadline passes): it stops by itself with all six, the last drained after
+    the deadline, and the sidecar says 1.5 s were recorded."""
+    import functools
+
+    import kvctl.record.session as session_module
 
     tap = RecordingTap(block_tokens=512)
+    traffic = TrafficOnTheClock(tap, {
+        3 + 2 * i: list(range(10 * i + 1, 10 * i + 40)) for i in range(1, 7)})
+    monkeypatch.setattr(session_module, "RecordingSession", functools.partial(
+        session_module.RecordingSession, clock=traffic.clock, sleep=traffic.sleep))
     out = tmp_path / "live.jsonl"
     with serve(tap) as endpoint:
-        def traffic():
-            for i in range(6):
-                feed(tap, [list(range(10 * i + 1, 10 * i + 40))])
-                time.sleep(0.2)
-
-        thread = threading.Thread(target=traffic)
-        thread.start()
         result = runner.invoke(app, ["record", "--url", endpoint.url, "--out", str(out),
                                      "--duration", "1.5s", "--interval", "0.1"])
-        thread.join()
     assert result.exit_code == 0, result.output
-    assert len(rows(out)) == 6 and "recorded 6 requests" in result.stdout
-    assert json.loads(meta_path(out).read_text())["stopped_by"] == "duration"
+    assert traffic.due == {} and traffic.tenths == 15
+    assert [r["input_length"] for r in rows(out)] == [39] * 6
+    assert "recorded 6 requests" in result.stdout
+    sidecar = json.loads(meta_path(out).read_text())
+    assert (sidecar["stopped_by"], sidecar["recorded_seconds"]) == ("duration", 1.5)
 
 
 def test_ctrl_c_writes_what_was_recorded(tmp_path, sglang_ready):
@@ -237,22 +258,25 @@ def test_unreachable_urls_exit_2_naming_the_fix(tmp_path):
     assert "KVCTL_SGLANG_PLUGIN=1" in result.stderr
 
 
-def test_an_unwritable_destination_fails_before_recording(tmp_path):
-    """--out in a read-only folder: exit 2 and the server was never asked anything."""
-    if os.geteuid() == 0:
-        pytest.skip("root writes into read-only folders")
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o500)
-    try:
-        with serve(RecordingTap()) as endpoint:
-            result = runner.invoke(app, ["record", "--url", endpoint.url, "--max-requests", "1",
-                                         "--duration", "2s", "--out", str(folder / "t.jsonl")])
-            asked = list(endpoint.requests)
-    finally:
-        folder.chmod(0o700)
-    assert result.exit_code == 2 and "is not writable" in result.stderr
+UNWRITABLE_FOR_ROOT_TOO = "/proc/kvctl-record-test.jsonl"  # procfs takes no new files
+
+
+def test_an_unwritable_destination_fails_before_recording():
+    """--out in a folder nobody can create a file in, root included (/proc): exit 2 with one
+    line naming the path, and the server was never asked anything. (A user without root
+    is stopped by the permission check, root by the probe file the check then creates.)"""
+    import re
+
+    with serve(RecordingTap()) as endpoint:
+        result = runner.invoke(app, ["record", "--url", endpoint.url, "--max-requests", "1",
+                                     "--duration", "2s", "--out", UNWRITABLE_FOR_ROOT_TOO])
+        asked = list(endpoint.requests)
+    assert result.exit_code == 2, result.output
+    assert re.fullmatch(
+        r"kvctl: error: --out /proc/kvctl-record-test\.jsonl: "
+        r"(folder /proc is not writable|cannot write in /proc \(.+\))\n", result.stderr)
     assert asked == []
+    assert not os.path.exists(UNWRITABLE_FOR_ROOT_TOO)
 
 
 def test_an_out_path_under_a_file_fails_before_recording(tmp_path):

@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 TRACE = EXAMPLES / "mooncake" / "head_500.jsonl"
-SHIPPED = EXAMPLES / "recorded" / "head_500.recorded.jsonl"  # the README's example
+SHIPPED = EXAMPLES / "recorded" / "head_500.recorded.jsonl"  # docs/record.md's example
 LIMIT = 500
 PAGE = 16
 runner = CliRunner()
@@ -50,7 +50,8 @@ class EngineClock:
 
 @pytest.fixture(scope="module")
 def round_trip(tmp_path_factory, sglang_ready):
-    """(source replay report, recording path, the recording's replay report)."""
+    """(source replay report, recording path, the recording's replay report, the hit tokens
+    of each request in both replays: {rid: (source, recording)})."""
     from engine_adapter.embedded.engine import EmbeddedEngine
     from engine_adapter.embedded.retention import Retention
     from kvctl.replay.runner import ReplaySettings, prepare, run
@@ -58,6 +59,11 @@ def round_trip(tmp_path_factory, sglang_ready):
     clock = EngineClock()
     tap = RecordingTap(block_tokens=512, clock=clock)
     arrivals, finish = EmbeddedEngine._arrivals, Retention.finish
+    hits: dict[str, list[int]] = {}  # rid ("mc-<line>", the same in both traces) -> hits
+
+    def counted_finish(retention, tracked, *, released=False):
+        finish(retention, tracked, released=released)
+        hits.setdefault(tracked.spec.rid, []).append(tracked.hit_tokens)
 
     def tapped_arrivals(engine):
         clock.engine = engine
@@ -67,7 +73,7 @@ def round_trip(tmp_path_factory, sglang_ready):
             tap.on_request_arrival(tracked.req)
 
     def tapped_finish(retention, tracked, *, released=False):
-        finish(retention, tracked, released=released)
+        counted_finish(retention, tracked, released=released)
         tap.on_request_finish(tracked.req)
 
     with pytest.MonkeyPatch.context() as patch:
@@ -79,26 +85,35 @@ def round_trip(tmp_path_factory, sglang_ready):
         recorded = runner.invoke(app, ["record", "--url", endpoint.url, "--out", str(out),
                                        "--max-requests", str(LIMIT), "--json"])
     assert recorded.exit_code == 0, recorded.output
-    replayed = runner.invoke(app, ["replay", str(out), "--pool-tokens", "0", "--json"])
+    with pytest.MonkeyPatch.context() as patch:  # the recording's replay runs in-process
+        patch.setattr(Retention, "finish", counted_finish)
+        replayed = runner.invoke(app, ["replay", str(out), "--pool-tokens", "0", "--json"])
     assert replayed.exit_code == 0, replayed.output
-    return source.report.to_dict(), out, json.loads(replayed.stdout)
+    per_request = {rid: tuple(pair) for rid, pair in hits.items()}
+    return source.report.to_dict(), out, json.loads(replayed.stdout), per_request
 
 
 def test_recording_replays_to_the_source_hit_rate(round_trip):
-    """Hit tokens of the recording's replay equal the source's to within one page per
-    request, and the prompt tokens are identical."""
-    source, _out, replay = round_trip
+    """Every request's hit tokens in the recording's replay are its hit tokens in the source
+    replay to within one 16-token page, and the prompt tokens are identical."""
+    source, _out, replay, per_request = round_trip
     assert replay["requests"] == source["requests"] == LIMIT
     assert replay["prompt_tokens"] == source["prompt_tokens"]
-    assert abs(replay["hit_tokens"] - source["hit_tokens"]) <= PAGE * LIMIT
+    assert len(per_request) == LIMIT and all(len(p) == 2 for p in per_request.values())
+    off = {rid: pair for rid, pair in per_request.items() if abs(pair[0] - pair[1]) > PAGE}
+    assert off == {}
+    assert sum(p[0] for p in per_request.values()) == source["hit_tokens"]
+    assert sum(p[1] for p in per_request.values()) == replay["hit_tokens"]
+    moved = sum(1 for a, b in per_request.values() if a != b)
     print(f"\nround trip over {LIMIT} requests: source hit rate {source['hit_rate']:.4%} "
           f"({source['hit_tokens']:,} tokens), recording {replay['hit_rate']:.4%} "
-          f"({replay['hit_tokens']:,})")
+          f"({replay['hit_tokens']:,}); {moved} requests differ, by at most "
+          f"{max((abs(a - b) for a, b in per_request.values()), default=0)} tokens")
 
 
 def test_per_request_lengths_survive_in_order(round_trip):
     """Line i of the recording has line i's input and output lengths of the source trace."""
-    _source, out, _replay = round_trip
+    _source, out, _replay, _hits = round_trip
     source = [(r.input_length, r.output_length) for r in iter_records(TRACE, limit=LIMIT)]
     recorded = [(r.input_length, r.output_length) for r in iter_records(out)]
     assert recorded == source
@@ -107,7 +122,7 @@ def test_per_request_lengths_survive_in_order(round_trip):
 def test_recording_shares_blocks_exactly_where_the_source_does(round_trip):
     """Dense ids remapped first-seen: two lines share a hash id in the recording exactly
     where they share one in the source (the same equality of blocks, renamed)."""
-    _source, out, _replay = round_trip
+    _source, out, _replay, _hits = round_trip
     source = [r.hash_ids for r in iter_records(TRACE, limit=LIMIT)]
     recorded = [r.hash_ids for r in iter_records(out)]
     rename: dict[int, int] = {}
@@ -120,7 +135,7 @@ def test_recording_shares_blocks_exactly_where_the_source_does(round_trip):
 
 def test_plan_recommend_validates_with_the_recording(round_trip):
     """`kvctl plan recommend --validate-with-replay rec.jsonl` replays it beside the plan."""
-    _source, out, _replay = round_trip
+    _source, out, _replay, _hits = round_trip
     result = runner.invoke(app, ["plan", "recommend", "--model", "Llama-3-8B", "--gpu", "H100-SXM",
                                  "--context", "7000", "--output", "300",
                                  "--validate-with-replay", str(out), "--limit", "40", "--json"])
@@ -134,5 +149,5 @@ def test_the_shipped_example_recording_is_this_recording(round_trip):
     """examples/traces/recorded/head_500.recorded.jsonl, used in docs/record.md, is exactly
     what this path records (salted digests differ per run; the dense ids and the virtual
     clock's timestamps do not)."""
-    _source, out, _replay = round_trip
+    _source, out, _replay, _hits = round_trip
     assert out.read_text() == SHIPPED.read_text()

@@ -5,9 +5,11 @@ The remote server is SGLang's loopback stand-in in its own process (real cache, 
 collectors and KV-event publisher); the plugin endpoint is a real loopback HTTP server
 (tests/plugin_endpoint.py) serving `encode_snapshot` of a REAL embedded-engine snapshot:
 SGLang's own tree and allocator with one finished request (192 tokens cached) and one live
-request that matched them (so they are protected) and holds private slots. The plugin
-itself cannot run here (its host is a real SGLang scheduler, which needs a GPU kernel build
-this CPU lacks), so the endpoint stands in for it with the plugin's exact wire contract.
+request that matched them (so they are protected) and holds private slots. The plugin does
+run inside a real SGLang server on this CPU (tests/e2e/test_e2e_plugin.py, docs/cpu-server.md),
+but such a server takes minutes to start and its numbers depend on scheduling; here the
+endpoint serves the plugin's exact wire contract with a snapshot whose every figure is known,
+so the merge is checked against exact values in seconds.
 """
 
 from __future__ import annotations

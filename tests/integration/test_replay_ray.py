@@ -70,10 +70,12 @@ def cluster():
 
 
 def test_two_node_cluster_sweep_equals_local(cluster, local_sweep, tmp_path):
-    """The 4-point grid as Ray tasks on two nodes prints the local executor's ranked table
-    byte for byte, and its sweep.json, per-run reports and timelines are the local ones
-    less each report's wall_clock block."""
-    ray_cluster, _ = cluster
+    """The 4-point grid as Ray tasks on two nodes (one CPU each, so at most one task per
+    node at a time) ran on both nodes: the runs' reports name the head's and the second
+    node's ids. It prints the local executor's ranked table byte for byte, and its
+    sweep.json, per-run reports and timelines are the local ones less each report's
+    wall_clock block."""
+    ray_cluster, worker = cluster
     result = sweep_cli(tmp_path, "--executor", "ray", "--ray-address", ray_cluster.address)
     assert result.exit_code == 0, result.output
     local_stdout, local_json = local_sweep
@@ -83,6 +85,10 @@ def test_two_node_cluster_sweep_equals_local(cluster, local_sweep, tmp_path):
         ours, theirs = tmp_path / "sweep" / run, local_json.parent / run
         assert (ours / "timeline.csv").read_bytes() == (theirs / "timeline.csv").read_bytes()
         assert comparable_report(ours) == comparable_report(theirs)
+    ran_on = [json.loads(path.read_text())["wall_clock"]["ray_node_id"]
+              for path in sorted((tmp_path / "sweep").glob("*/report.json"))]
+    assert len(ran_on) == 4
+    assert set(ran_on) == {ray_cluster.head_node.node_id, worker.node_id}
 
 
 def comparable_report(run_dir: Path) -> dict:

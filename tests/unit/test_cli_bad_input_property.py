@@ -27,6 +27,7 @@ from unittest import mock
 
 import pytest
 import typer.testing
+from cli_bases import BASE, DEAD_URL, RUNS_A_WORKLOAD
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer._click import core as click_core  # Typer 0.29 vendors Click
@@ -38,40 +39,7 @@ from kvctl.cli.app import app
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
-TRACE = str(REPO / "examples/traces/mooncake/head_500.jsonl")
-SCENARIO = str(REPO / "examples/scenarios/coding-agents.yaml")
-LAYOUT = str(REPO / "examples/layouts/seed000_0x03F.yaml")
-DEAD_URL = "http://127.0.0.1:9"  # discard port: nothing listens, a connect fails at once
-
-# One valid, quick invocation per command (arguments first). Options of an exclusive group
-# (monitor/exporter sources) are dropped from the base when the case replaces one of them.
-BASE: dict[str, list[str]] = {
-    "size": ["--model", "Llama-3-8B"],
-    "explain": ["U_KV"],
-    "addr": [LAYOUT, "--request", "A", "--token", "16", "--layer", "24"],
-    "replay": [TRACE, "--limit", "2"],
-    "check": ["--scenario", SCENARIO, "--steps", "2"],
-    "inspect": ["--url", DEAD_URL, "--timeout", "0.2"],
-    "record": ["--url", DEAD_URL, "--out", "/tmp/kvctl-property-record.jsonl"],
-    "calibrate": ["--url", DEAD_URL, "--out", "/tmp/kvctl-property-calibrate.json"],
-    "monitor": ["--scenario", SCENARIO, "--json", "--refresh", "0.05", "--pace", "0"],
-    "exporter": ["--scenario", SCENARIO, "--port", "0", "--duration", "0.1", "--json"],
-    "plan capacity": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096",
-                      "--output", "512"],
-    "plan retention": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096"],
-    "plan chunked-prefill": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--prompt", "4096",
-                             "--decode-batch", "8"],
-    "plan block-size": ["--lengths", "33,25,16", "--row-bytes", "64KiB", "--pool-slots", "128"],
-    "plan cow": ["--offset", "34", "--block-size", "16", "--row-bytes", "48KiB"],
-    "plan vmm": ["--model", "Llama-3-8B", "--page-group", "64KiB,2MiB", "--lengths", "1024,1025"],
-    "plan shared-prefix": ["--prefix", "64", "--suffixes", "8,8,16", "--kv-row-bytes", "512",
-                           "--value-dim", "128"],
-    "plan recommend": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096",
-                       "--output", "512"],
-}
 SOURCES = {"scenario", "trace", "url"}  # monitor and exporter take exactly one
-RUNS_A_WORKLOAD = {"check", "monitor", "exporter", "replay"}  # base runs cost seconds
 
 # Options for which 0 is meaningless (a page of no tokens, zero devices, a rate of 0).
 ZERO_INVALID = {"page_size", "block_size", "tp", "pp", "gpus", "steps", "limit", "parallel",
@@ -208,12 +176,16 @@ def invoke(path: str, name: str | None, values: list[str]):
     return Runner().invoke(app, [*path.split(), *base, *values])
 
 
-def assert_one_line_error(result, expected_codes=(2,)) -> None:
+def assert_one_line_error(result, expected_codes=(2,), *, names=()) -> None:
+    """Exit code in `expected_codes`, no traceback, exactly one `kvctl: error:` line on
+    stderr, and that line contains one of `names` (the option or file at fault)."""
     stderr = result.stderr
     assert result.exit_code in expected_codes, (result.exit_code, stderr, result.stdout[-300:])
     assert "Traceback" not in stderr + result.stdout
     lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("kvctl: error: "), stderr
+    if names:
+        assert any(name in lines[0] for name in names), (names, lines[0])
 
 
 # inspect's base reaches its dead URL (exit 1): a bad value it did not check shows as 1, not 2.
@@ -252,7 +224,7 @@ def test_bad_numbers_fail_with_one_line_exit_2(data):
     path, name, flag = data.draw(st.sampled_from(NUMERIC), label="option")
     value = data.draw(bad_number(path, name), label="value")
     result = invoke(path, name, [f"{flag}={value}"])
-    assert_one_line_error(result)
+    assert_one_line_error(result, names=(flag,))
     assert_caught_before_the_server(path, result)
 
 
@@ -260,11 +232,12 @@ def test_bad_numbers_fail_with_one_line_exit_2(data):
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_bad_text_fails_with_one_line_exit_2(data):
-    """A name, unit or list option given garbage: exit 2, one line, no traceback."""
+    """A name, unit or list option given garbage: exit 2, one line naming the option, no
+    traceback."""
     path, name, flag = data.draw(st.sampled_from(TEXT), label="option")
     value = data.draw(bad_text(), label="value")
     result = invoke(path, name, [f"{flag}={value}"])
-    assert_one_line_error(result)
+    assert_one_line_error(result, names=(flag,))
     assert_caught_before_the_server(path, result)
 
 
@@ -296,7 +269,8 @@ def test_garbage_files_fail_with_one_line(scratch, data):
         target.mkdir(exist_ok=True)
     values = [str(target)] if name in POSITIONAL else [flag, str(target)]
     codes = (1, 2) if path == "inspect" else (2,)
-    assert_one_line_error(invoke(path, name, values), codes)
+    named = (str(target), target.name) + ((flag,) if flag else ())
+    assert_one_line_error(invoke(path, name, values), codes, names=named)
 
 
 def _unwritable(tmp: Path) -> list[tuple[str, Path]]:
@@ -318,7 +292,7 @@ def test_unwritable_out_fails_before_any_work(tmp_path, sweep):
         before = sorted(p.name for p in tmp_path.rglob("*"))
         extra = ["--sweep", "eviction=lru,fifo"] if sweep else []
         result = invoke("replay", None, ["--out", str(out), *extra])
-        assert_one_line_error(result)
+        assert_one_line_error(result, names=("--out",))
         assert sorted(p.name for p in tmp_path.rglob("*")) == before, label
     assert (tmp_path / "someone-elses" / "notes.txt").read_text() == "keep me\n"
     assert not os.path.exists("/proc/kvctl-out")
@@ -358,8 +332,8 @@ def test_bad_addresses_fail_before_any_connection(data):
         result = invoke(path, "url", ["--url", DEAD_URL, f"{flag}={value}"])
     else:
         result = invoke(path, name, [f"{flag}={value}"])
-    assert_one_line_error(result)
-    assert flag in result.stderr and not any(w in result.stderr for w in DEAD_SERVER_WORDS)
+    assert_one_line_error(result, names=(flag,))
+    assert not any(w in result.stderr for w in DEAD_SERVER_WORDS)
     if name == "plugin_token" and value.strip():
         assert value not in result.stderr
 

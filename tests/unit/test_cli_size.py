@@ -131,7 +131,7 @@ def test_malformed_config_is_one_line_and_exit_2(tmp_path):
     path.write_text("{not json")
     result = run("size", "--model", str(path))
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"kvctl: error: {path}: malformed JSON at line 1")
+    assert result.stderr.startswith(f"kvctl: error: --model: {path}: malformed JSON at line 1")
     assert result.stderr.count("\n") == 1
 
 
@@ -140,7 +140,7 @@ def test_unreadable_config_is_one_line_and_exit_2(tmp_path):
     missing = tmp_path / "config.json"
     result = run("size", "--model", str(missing))
     assert result.exit_code == 2
-    assert result.stderr == f"kvctl: error: {missing}: cannot read (No such file or directory)\n"
+    assert result.stderr == f"kvctl: error: --model: {missing}: cannot read (No such file or directory)\n"
 
 
 def test_non_utf8_config_is_one_line_and_exit_2(tmp_path):
@@ -149,7 +149,7 @@ def test_non_utf8_config_is_one_line_and_exit_2(tmp_path):
     path.write_bytes(b"\xff\xfe\x00binary")
     result = run("size", "--model", str(path))
     assert result.exit_code == 2
-    assert result.stderr == f"kvctl: error: {path}: not a UTF-8 text file\n"
+    assert result.stderr == f"kvctl: error: --model: {path}: not a UTF-8 text file\n"
 
 
 def test_help_lists_the_options():
@@ -202,7 +202,7 @@ def test_json_carries_the_assumptions():
 
 
 def test_help_lists_every_preset():
-    """`size --help` names every model preset the README points to."""
+    """`size --help` names every model preset docs/size.md points to."""
     from kvctl.sizing.models import PRESETS
 
     result = run("size", "--help")

@@ -59,7 +59,7 @@ PLANS = {
 
 @pytest.mark.parametrize("name", list(PLANS))
 def test_plan_fits_80_columns(name):
-    """Every `kvctl plan` sub-command, with its README example, reads whole at 80 columns."""
+    """Every `kvctl plan` sub-command, with its docs/plan.md example, reads whole at 80 columns."""
     assert_cli_fits(app, *PLANS[name])
 
 
