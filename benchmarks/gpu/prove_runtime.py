@@ -58,7 +58,9 @@ def main(argv: list[str]) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(dists), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     plugin_port = free_port()
-    server = SGLangServer(args.workdir, extra_env={
+    # the pool is capped by --max-total-tokens; a larger static fraction only keeps SGLang's
+    # memory profile (psutil on a CPU shared with other work) from refusing to start
+    server = SGLangServer(args.workdir, extra_args=("--mem-fraction-static", "0.3"), extra_env={
         "KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(plugin_port)})
     report: dict = {"python": sys.version.split()[0]}
     try:
