@@ -10,6 +10,8 @@
 #   probe     what SGLang resolves under that platform on the real GPU (nokernel_probe.py)
 #   replay    the embedded engine on CUDA: kvctl replay --device cuda
 #   check     kvctl check --device cuda: integrity after every step
+#   rust-core informational: whether SGLang's bundled Rust tree core runs with this torch (the
+#             check uses SGLang's Python tree core: the Rust one crashed with torch 2.11 here)
 #   gputests  the gpu-marked tests (tests/integration/test_engine_cuda.py)
 #   server-on a real `sglang.launch_server` on the GPU (tiny dummy-weight Llama, metrics, KV
 #             events, Triton attention, torch sampling) with kvctl's plugin
@@ -41,6 +43,7 @@ PY="${PYTHON:-python3}"
 OUT="${OUT:-$ROOT/out/gpu-check}"
 
 die_usage() { echo "gpu_check.sh: $1" >&2; exit 2; }
+ARGS=("$@")
 while (($#)); do
   case "$1" in
     --offline) MODE=offline ;;
@@ -66,8 +69,8 @@ LOAD_ARGS=(--url "$URL" --vocab 1024 --groups 4 --prefix 256 --suffix 32)
 
 # The step table: name, expected seconds on an H100 (estimates: nothing has run there yet),
 # the cap. Expected seconds add up to the plan's total; caps are cut to the budget left.
-PLAN=(env:5:30 install:15:90 probe:20:90 replay:40:120 check:40:120 gputests:60:150
-  server-on:60:180 ledger:25:90 hits:10:60 inspect:10:60 load-on:30:120
+PLAN=(env:5:30 install:15:90 probe:20:90 replay:40:120 check:40:120 rust-core:15:45
+  gputests:60:150 server-on:60:180 ledger:25:90 hits:10:60 inspect:10:60 load-on:30:120
   server-off:45:150 load-off:30:120)
 declare -A EXPECT CAP
 for entry in "${PLAN[@]}"; do
@@ -91,12 +94,19 @@ if ((DRY_RUN)); then
 fi
 
 mkdir -p "$OUT"
+if [[ -z "${KVCTL_GPU_CHECK_TEED:-}" ]]; then  # everything printed also goes to the log
+  KVCTL_GPU_CHECK_TEED=1 bash "${BASH_SOURCE[0]}" "${ARGS[@]}" 2>&1 | tee "$OUT/gpu-check.log"
+  exit "${PIPESTATUS[0]}"
+fi
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/kvctl-gpu-check.XXXXXX")"
 STEPS="$WORK/steps.tsv"
 : >"$STEPS"
 
-exec > >(tee "$OUT/gpu-check.log") 2>&1
-export SGLANG_PLATFORM=kvctl_gpu_check_cuda SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1
+# nokernel_settings.SERVER_ENV: the platform, no sglang-kernel version check, SGLang's Python
+# tree core (the bundled Rust one does not run with torch 2.11: docs/gpu-check.md)
+eval "$("$PY" -c 'from benchmarks.gpu.nokernel_settings import SERVER_ENV as E
+print("\n".join(f"export {k}={v}" for k, v in E.items()))')"
+export KVCTL_TEST_TREE_CORE="$SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 export PYTHONPATH="$SITE:$ROOT:$ROOT/benchmarks/gpu/nokernel"
 
@@ -115,7 +125,7 @@ step() {
   printf '\n== %s (expected %s s, cap %s s)\n+ %s\n' "$name" "${EXPECT[$name]}" "$cap" "$*"
   local -a cmd=("$@")
   if declare -F "$1" >/dev/null; then
-    cmd=(bash -c "$(declare -p ROOT PY SITE MODE WHEELS URL LOAD LOAD_ARGS); $(declare -f "$1"); \"\$@\"" "$name" "$@")
+    cmd=(bash -c "$(declare -p ROOT PY SITE MODE WHEELS URL LOAD LOAD_ARGS); $(declare -f "$1" post); \"\$@\"" "$name" "$@")
   fi
   start=$SECONDS
   if [[ "$file" == - ]]; then timeout -k 5 "$cap" "${cmd[@]}"; rc=$?
@@ -169,15 +179,21 @@ launch() {
   SERVER_PID=$!
 }
 
+# post URL [JSON]: one POST (python, since the image may have no curl); exit 1 on any error
+post() {
+  "$PY" -c 'import sys, urllib.request as r
+r.urlopen(r.Request(sys.argv[1], data=(sys.argv[2] if len(sys.argv) > 2 else "").encode(),
+  headers={"Content-Type": "application/json"}, method="POST"), timeout=60).read()' "$@" 2>/dev/null
+}
+
 # ready PID LOG: wait until the server answers a request (its first forward compiles the
 # Triton kernels), then empty its tree; fail if it exits
 ready() {
-  until curl -sf -o /dev/null -H 'Content-Type: application/json' \
-      -d '{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":2}}' "$URL/generate"; do
+  until post "$URL/generate" '{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":2}}'; do
     kill -0 "$1" 2>/dev/null || { echo "the server exited:"; tail -n 30 "$2"; return 1; }
     sleep 1
   done
-  curl -sf -o /dev/null -X POST "$URL/flush_cache"
+  post "$URL/flush_cache"
 }
 
 stop_server() {
@@ -190,10 +206,19 @@ stop_server() {
   SERVER_PID=""
 }
 
+gpu_tests() {  # the gpu-marked tests must pass on the GPU: a skip there fails the step
+  local log rc
+  log=$("$PY" -m pytest -q -rs -m gpu -p no:cacheprovider "$ROOT/tests/integration/test_engine_cuda.py" 2>&1)
+  rc=$?
+  echo "$log"
+  ((rc == 0)) || return "$rc"
+  ! tail -n 1 <<<"$log" | grep -q skipped
+}
+
 measure() {  # one warm-up pass (Triton compiles), then the measured one
-  curl -sf -o /dev/null -X POST "$URL/flush_cache" &&
+  post "$URL/flush_cache" &&
     "${LOAD[@]}" load "${LOAD_ARGS[@]}" --requests 128 --concurrency 32 >/dev/null &&
-    curl -sf -o /dev/null -X POST "$URL/flush_cache" &&
+    post "$URL/flush_cache" &&
     "${LOAD[@]}" load "${LOAD_ARGS[@]}" --requests 128 --concurrency 32
 }
 
@@ -219,9 +244,13 @@ step install - install_site || exit 1
 write_model
 step probe probe.json "$PY" "$ROOT/benchmarks/gpu/nokernel_probe.py" --model-path "$WORK/model"
 step replay replay.json "$PY" -m kvctl replay "$ROOT/examples/scenarios/coding-agents.yaml" \
-  --limit 64 --device cuda --json
-step check - "$PY" -m kvctl check --device cuda --steps 300
-step gputests - "$PY" -m pytest -q -m gpu -p no:cacheprovider "$ROOT/tests/integration/test_engine_cuda.py"
+  --limit 64 --device cuda --tree-core "$KVCTL_TEST_TREE_CORE" --json
+step check - "$PY" -m kvctl check --device cuda --steps 300 --tree-core "$KVCTL_TEST_TREE_CORE"
+# informational (not counted in the verdict): does SGLang's bundled Rust tree core run with
+# this torch on CUDA? On the CPU with torch 2.11 it crashed (SIGSEGV, exit 139)
+step rust-core rust-core.json "$PY" -m kvctl replay "$ROOT/examples/scenarios/coding-agents.yaml" \
+  --limit 8 --device cuda --tree-core rust --json
+step gputests gputests.txt gpu_tests
 launch on
 if step server-on - ready "$SERVER_PID" "$OUT/server-on.log"; then
   step ledger ledger.jsonl "${LOAD[@]}" ledger "${LOAD_ARGS[@]}" --plugin-url "$PLUGIN_URL" \

@@ -2,9 +2,8 @@
 
     python benchmarks/gpu/nokernel_probe.py [--fake-cuda] [--model-path DIR]
 
-Run in the environment the GPU check's server gets (SGLANG_PLATFORM=kvctl_gpu_check_cuda,
-SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1, PYTHONPATH with the generated dist-info folder, the
-repository root and benchmarks/gpu/nokernel). Reports: the platform SGLang activated, whether
+Run in the environment the GPU check's server gets (nokernel_settings.SERVER_ENV, and
+PYTHONPATH with the generated dist-info folder, the repository root and benchmarks/gpu/nokernel). Reports: the platform SGLang activated, whether
 `is_cuda()` holds, whether `sgl_kernel` is the sentinel and flashinfer absent, the forward
 each fused op dispatches to, SGLang's resolved server flags (SERVER_FLAGS), and the import of
 every module the check runs (import_closure.CHECK_MODULES). Exit 0 when all of these are as the
@@ -85,7 +84,7 @@ def probe(model_path: str) -> dict:
     from sglang.srt.utils import is_cuda
 
     from benchmarks.gpu.import_closure import CHECK_MODULES, import_all
-    from benchmarks.gpu.nokernel_settings import ATTENTION_BACKEND
+    from benchmarks.gpu.nokernel_settings import ATTENTION_BACKEND, TREE_CORE
 
     import sgl_kernel
 
@@ -99,6 +98,7 @@ def probe(model_path: str) -> dict:
         "sgl_kernel_is_sentinel": getattr(sgl_kernel, "NO_KERNEL", False),
         "flashinfer_importable": importlib.util.find_spec("flashinfer") is not None,
         "skip_kernel_version_check": os.environ.get("SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"),
+        "tree_core_backend": os.environ.get("SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"),
     }
     report["dispatch"] = dispatch_report()
     report["server_args"] = server_flags_report(model_path)
@@ -112,6 +112,7 @@ def probe(model_path: str) -> dict:
         and report["default_attention_backend"] == ATTENTION_BACKEND and report["is_cuda"]
         and report["sgl_kernel_is_sentinel"] and not report["flashinfer_importable"]
         and report["skip_kernel_version_check"] == "1"
+        and report["tree_core_backend"] == TREE_CORE
         and report["dispatch"] == {
             "RMSNorm": "forward_native", "SiluAndMul": "forward_native",
             "RotaryEmbedding": "forward_native", "RotaryEmbedding.use_fallback_kernel": "False"}

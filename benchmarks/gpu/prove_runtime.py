@@ -5,7 +5,8 @@
 Run by benchmarks/gpu_wheels.sh --prove under the Python 3.12 environment that stands in for
 the lent machine's image (PYTHONPATH = the carried wheels' target folder, then the repository).
 It starts tests/e2e/sglang_server.py's server (SGLang's CPU path through the test platform: no
-GPU here) with KVCTL_SGLANG_PLUGIN=1, kvctl's plugin found through a generated dist-info, as
+GPU here) with KVCTL_SGLANG_PLUGIN=1 and the check's tree core (SGLang's Python one, see
+nokernel_settings.TREE_CORE), kvctl's plugin found through a generated dist-info, as
 on the device; then runs the GPU check's own probes against it (benchmarks/gpu_check_load.py
 `hits` and `ledger`, small loads), so what the server imports lazily (metrics, KV events,
 the plugin's HTTP server, kvctl inspect) is exercised too. Prints one JSON line; exit 1 when
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from benchmarks.gpu.dist_info import write_all  # noqa: E402
+from benchmarks.gpu.nokernel_settings import TREE_CORE  # noqa: E402
 from e2e.sglang_server import SGLangServer, ServerFailed, free_port  # noqa: E402
 
 VOCAB = 512  # tests/e2e/sglang_server.py's tiny model
@@ -61,7 +63,8 @@ def main(argv: list[str]) -> int:
     # the pool is capped by --max-total-tokens; a larger static fraction only keeps SGLang's
     # memory profile (psutil on a CPU shared with other work) from refusing to start
     server = SGLangServer(args.workdir, extra_args=("--mem-fraction-static", "0.3"), extra_env={
-        "KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(plugin_port)})
+        "KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(plugin_port),
+        "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": TREE_CORE})
     report: dict = {"python": sys.version.split()[0]}
     try:
         report["startup_s"] = round(server.start(), 1)

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gpu.dist_info import write_all  # noqa: E402
-from benchmarks.gpu.nokernel_settings import ENTRY_POINT_NAME, SENTINEL_DIR  # noqa: E402
+from benchmarks.gpu.nokernel_settings import SENTINEL_DIR, SERVER_ENV  # noqa: E402
 
 PROBE = ROOT / "benchmarks" / "gpu" / "nokernel_probe.py"
 
@@ -30,8 +30,7 @@ PROBE = ROOT / "benchmarks" / "gpu" / "nokernel_probe.py"
 def _env(dists: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_USE_CPU_ENGINE"}
     env["PYTHONPATH"] = os.pathsep.join([str(dists), str(ROOT), str(ROOT / SENTINEL_DIR)])
-    env.update(SGLANG_PLATFORM=ENTRY_POINT_NAME, SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK="1",
-               **extra)
+    env.update(SERVER_ENV, **extra)
     return env
 
 
@@ -88,7 +87,7 @@ def test_under_cuda_sglang_selects_the_platform_native_ops_and_imports_without_k
         "platform": "CudaNoKernelPlatform", "out_of_tree": True,
         "default_attention_backend": "triton", "supports_triton": True, "graph_capture": False,
         "is_cuda": True, "sgl_kernel_is_sentinel": True, "flashinfer_importable": False,
-        "skip_kernel_version_check": "1",
+        "skip_kernel_version_check": "1", "tree_core_backend": "python",
         "dispatch": {"RMSNorm": "forward_native", "SiluAndMul": "forward_native",
                      "RotaryEmbedding": "forward_native",
                      "RotaryEmbedding.use_fallback_kernel": "False"},
