@@ -15,8 +15,9 @@
 #           wheels, transformers 5.17.0, ...); then the set goes in exactly as on the device
 #           (`pip install --no-index --no-deps --target SITE DIR/*.whl`), and with
 #           PYTHONPATH=SITE the check's import closure (benchmarks/gpu/import_closure.py) must
-#           import, name only distributions of the image or the set, and a real SGLang server
-#           (CPU platform) with kvctl's plugin must answer requests (benchmarks/gpu/prove_runtime.py).
+#           import, name only distributions of the image or the set; `kvctl replay` must run,
+#           the gpu-marked tests collect, and a real SGLang server (CPU platform) with kvctl's
+#           plugin must pass the check's hits and ledger probes (benchmarks/gpu/prove_runtime.py).
 #           Downloads about 3.5 GB the first time (torch and its CUDA wheels); kept in DIR.
 #
 # Exit: 0 all good, 1 a download, size or proof step failed (named), 2 bad usage.
@@ -91,6 +92,12 @@ export PYTHONPATH="$SITE:$ROOT"
 echo "+ import closure under Python 3.12"
 "$VENV/bin/python" "$ROOT/benchmarks/gpu/import_closure.py" --json >"$PROOF/closure.json"
 "$PY" "$ROOT/benchmarks/gpu/wheel_set.py" cover "$PROOF/closure.json" "$LIST"
+echo "+ the embedded engine (kvctl replay, SGLang's Python tree core) under Python 3.12"
+"$VENV/bin/python" -m kvctl replay "$ROOT/examples/scenarios/coding-agents.yaml" --limit 16 \
+  --tree-core python --json >"$PROOF/replay.json"
+echo "+ the gpu-marked tests collect (they skip without CUDA)"
+"$VENV/bin/python" -m pytest -q --co -m gpu -p no:cacheprovider \
+  "$ROOT/tests/integration/test_engine_cuda.py" | tail -n 1
 echo "+ a real SGLang server (CPU platform) with kvctl's plugin, under Python 3.12"
 "$VENV/bin/python" "$ROOT/benchmarks/gpu/prove_runtime.py" --workdir "$PROOF/server"
 echo "proof passed: Python 3.12, the image's packages, the set from $DEST, no index"
