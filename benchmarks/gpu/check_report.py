@@ -4,9 +4,10 @@
 
 Reads the step table (WORKDIR/steps.tsv: name, status, seconds, expected, cap, detail) and the
 outputs the steps left in WORKDIR (env.json, probe.json, replay.json, rust-core.json,
-gputests.txt, ledger.jsonl, hits.json, inspect.json, load-on.json, load-off.json; a missing or unreadable one is recorded as null,
-never as a zero), writes them to OUT_JSON with the throughput ratio, and prints a summary.
-Exit 0 when every step of the plan passed (rust-core is informational), else 1.
+gputests.txt, ledger.jsonl, hits.json, inspect.json, load-on.json, load-off.json; a missing or
+unreadable one is recorded as null, never as a zero), writes them to OUT_JSON with the
+throughput ratio, and prints a summary. Exit 0 when every step of the plan passed (rust-core is
+informational), else 1.
 """
 
 from __future__ import annotations

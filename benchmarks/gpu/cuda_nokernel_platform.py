@@ -11,22 +11,24 @@ memory) under the out-of-tree enum, SGLang's seam for other hardware
 rotary) dispatch on `get_dispatch_key_name()` = "native", their torch code; the attention
 backend defaults to `triton` (SGLang's Triton kernels, compiled by the image's Triton); with
 `supports_triton` the allocator and req-to-token writers keep their Triton kernels. The server
-is launched with `--sampling-backend pytorch --disable-cuda-graph` (benchmarks/gpu_check.sh):
-sampling in torch, no graph runner (an out-of-tree platform must supply its own). Everything
-else is SGLang's: scheduler, radix cache, paged allocator, KV pool on CUDA, metrics, KV events,
-and kvctl's plugin.
+is launched with nokernel_settings.SERVER_FLAGS (benchmarks/gpu_check.sh):
+sampling in torch, no graph runner (an out-of-tree platform must supply its own), and SGLang's
+Python tree core (nokernel_settings.TREE_CORE says why). Everything else is SGLang's:
+scheduler, radix cache, paged allocator, KV pool on CUDA, metrics, KV events, kvctl's plugin.
 
 The one kernel import that cannot be avoided: SGLang decides `is_cuda()` from torch alone, and on
-CUDA a few modules import `sgl_kernel` names at import time (`layers/activation.py`,
-`layers/layernorm.py`, `layers/sampler.py`, `layers/attention/triton_backend.py`), whatever
-the platform. `benchmarks/gpu/nokernel/sgl_kernel` answers exactly those imports with
+CUDA its modules import 36 `sgl_kernel` names at import time, whatever the platform
+(`layers/activation.py`, `layers/layernorm.py`, `layers/sampler.py`,
+`layers/attention/triton_backend.py`, and the quantization, MoE and HiCache modules the
+server imports). `benchmarks/gpu/nokernel/sgl_kernel` answers exactly those imports with
 functions that raise `NoKernelError` when called (a run that reached one fails, naming it),
 plus one capability query that is no kernel (`is_arch_support_pdl`: False). flashinfer stays
 absent: SGLang imports it lazily or under try/except on these paths.
 
 How it is found: only by a process whose PYTHONPATH holds the repository root, the sentinel
 folder and a generated dist-info (benchmarks/gpu/dist_info.py), started with
-`SGLANG_PLATFORM=kvctl_gpu_check_cuda`. kvctl never imports this module.
+nokernel_settings.SERVER_ENV (`SGLANG_PLATFORM=kvctl_gpu_check_cuda`, ...). kvctl never imports
+this module.
 """
 
 from __future__ import annotations

@@ -2,17 +2,17 @@
 
     python benchmarks/gpu/nokernel_probe.py [--fake-cuda] [--model-path DIR]
 
-Run in the environment the GPU check's server gets (nokernel_settings.SERVER_ENV, and
-PYTHONPATH with the generated dist-info folder, the repository root and benchmarks/gpu/nokernel). Reports: the platform SGLang activated, whether
-`is_cuda()` holds, whether `sgl_kernel` is the sentinel and flashinfer absent, the forward
-each fused op dispatches to, SGLang's resolved server flags (SERVER_FLAGS), and the import of
-every module the check runs (import_closure.CHECK_MODULES). Exit 0 when all of these are as the
-platform intends (`ok` true), else 1.
+Run in the environment the GPU check's server gets (nokernel_settings.SERVER_ENV, and PYTHONPATH
+with the generated dist-info folder, the repository root and benchmarks/gpu/nokernel). Reports:
+the platform SGLang activated, whether `is_cuda()` holds, whether `sgl_kernel` is the sentinel
+and flashinfer absent, the forward each fused op dispatches to, SGLang's resolved server flags
+(SERVER_FLAGS), and the import of every module the check runs (import_closure.CHECK_MODULES).
+Exit 0 when all of these are as the platform intends (`ok` true), else 1.
 
---fake-cuda (tests on a machine without a GPU only): before SGLang loads, torch.cuda answers
-as one H100 would (is_available, device count, name, capability 9.0, properties, memory); no
-CUDA tensor is ever made, so what this proves is the import chain and the selection, not a
-kernel. On the lent GPU machine the probe runs without it.
+--fake-cuda (tests on a machine without a GPU only): before SGLang loads, torch.cuda answers as
+one H100 would (is_available, device count, name, capability 9.0, properties, memory); no CUDA
+tensor is ever made, so what this proves is the import chain and the selection, not a kernel. On
+the lent GPU machine the probe runs without it.
 """
 
 from __future__ import annotations

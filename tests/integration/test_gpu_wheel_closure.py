@@ -19,7 +19,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.gpu.wheel_set import IMAGE_NAMES, WHEELS, read_names, read_pins, uncovered  # noqa: E402
+from benchmarks.gpu.wheel_set import (  # noqa: E402
+    IMAGE_NAMES,
+    WHEELS,
+    read_names,
+    read_pins,
+    uncovered,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

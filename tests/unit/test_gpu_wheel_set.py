@@ -72,7 +72,9 @@ def test_carries_pack_largest_first_within_the_limit_with_the_tree():
 
 @pytest.mark.unit
 def test_a_wheel_too_big_for_any_call_is_refused_by_name():
-    with pytest.raises(ValueError, match=r"a\.whl \(60 bytes\) cannot travel with the 50-byte tree"):
+    """One wheel larger than the room the tree leaves: a ValueError naming it and the sizes."""
+    with pytest.raises(ValueError,
+                       match=r"a\.whl \(60 bytes\) cannot travel with the 50-byte tree"):
         plan_carries({"a.whl": 60}, tree_bytes=50, limit=100)
 
 

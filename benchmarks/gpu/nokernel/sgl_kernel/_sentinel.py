@@ -17,7 +17,8 @@ class NoKernelError(RuntimeError):
 
 
 class KernelSentinel:
-    """Stands for `module.name`; calling it raises, attributes are sentinels too (`scalar_types.uint4b8`)."""
+    """Stands for `module.name`: calling it raises; its attributes are sentinels too
+    (`scalar_types.uint4b8`)."""
 
     def __init__(self, qualname: str) -> None:
         self._qualname = qualname
