@@ -86,8 +86,12 @@ def probe(model_path: str) -> dict:
     from benchmarks.gpu.import_closure import CHECK_MODULES, import_all
     from benchmarks.gpu.nokernel_settings import ATTENTION_BACKEND, TREE_CORE
 
-    import sgl_kernel
+    try:
+        import sgl_kernel
 
+        sentinel = getattr(sgl_kernel, "NO_KERNEL", False)
+    except ImportError:  # SGLang's own imports below then say where it is needed
+        sentinel = False
     report = {
         "platform": type(current_platform).__name__,
         "out_of_tree": current_platform.is_out_of_tree(),
@@ -95,7 +99,7 @@ def probe(model_path: str) -> dict:
         "supports_triton": current_platform.capabilities.supports_triton,
         "graph_capture": current_platform.capabilities.graph_capture,
         "is_cuda": is_cuda(),
-        "sgl_kernel_is_sentinel": getattr(sgl_kernel, "NO_KERNEL", False),
+        "sgl_kernel_is_sentinel": sentinel,
         "flashinfer_importable": importlib.util.find_spec("flashinfer") is not None,
         "skip_kernel_version_check": os.environ.get("SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"),
         "tree_core_backend": os.environ.get("SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"),
