@@ -113,3 +113,24 @@ def test_record_from_the_real_server_replays_its_shared_prefix(plugin_server, tm
     report = json.loads(replayed.stdout)
     assert (report["requests"], report["prompt_tokens"]) == (3, 600 + 522 + 300)
     assert report["hit_tokens"] == 512  # the second prompt's first block, the first's
+
+
+def test_gpu_check_hits_probe_agrees_with_sglang(plugin_server):
+    """benchmarks/gpu_check_load.py `hits` (the GPU check's hit comparison), run here against
+    the CPU server: the plugin's hit-token counter over 8 shared-prefix requests equals the
+    cached tokens SGLang's replies report, every request is counted finished, and some hit."""
+    import subprocess
+    import sys
+
+    from e2e.sglang_server import ROOT
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_check_load.py"), "hits",
+         "--url", plugin_server.url, "--plugin-url", plugin_server.plugin_url,
+         "--requests", "8", "--concurrency", "2", "--groups", "2", "--prefix", "64",
+         "--suffix", "8", "--new-tokens", "2", "--vocab", "512"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["equal"] is True and result["plugin_finished"] == 8
+    assert result["plugin_hit_tokens"] == result["sglang_cached_tokens"] > 0
