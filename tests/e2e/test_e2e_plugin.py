@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 import threading
 
 import pytest
 
 from e2e.kvctl_cli import kvctl, kvctl_json, shared_prefix_prompts
-from e2e.sglang_server import PAGE, SGLangServer, free_port, skip_reason
+from e2e.sglang_server import PAGE, ROOT, SGLangServer, free_port, skip_reason
 
 
 def _missing() -> str | None:
@@ -119,11 +121,6 @@ def test_gpu_check_hits_probe_agrees_with_sglang(plugin_server):
     """benchmarks/gpu_check_load.py `hits` (the GPU check's hit comparison), run here against
     the CPU server: the plugin's hit-token counter over 8 shared-prefix requests equals the
     cached tokens SGLang's replies report, every request is counted finished, and some hit."""
-    import subprocess
-    import sys
-
-    from e2e.sglang_server import ROOT
-
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "gpu_check_load.py"), "hits",
          "--url", plugin_server.url, "--plugin-url", plugin_server.plugin_url,
