@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_check_load.py load   --url URL [--requests 64] [--concurrency 16]
     python benchmarks/gpu_check_load.py ledger --url URL --plugin-url URL [--requests 32]
+    python benchmarks/gpu_check_load.py hits   --url URL --plugin-url URL [--requests 32]
 
 Requests share prefixes the way agent sessions do: `--groups` prefixes of `--prefix` tokens,
 each followed by a distinct `--suffix`-token tail, sent through `/generate` with
@@ -13,7 +14,10 @@ and, while requests are in flight, reads the plugin's ledger repeatedly, through
 `kvctl inspect --url URL --plugin-url URL --json` when this kvctl has that flag, else from
 the plugin's own `GET /snapshot`; it prints one JSON line per read and exits 1 unless every
 read taken with requests running has residual 0 and delta_ref max 0 (seed 000 0x0CF), and
-at least one such read happened. Exit 2 on bad arguments. Prompt tokens never leave this
+at least one such read happened. `hits` sends the load once and compares the plugin's
+hit-token counter (its /snapshot `counters.hit_tokens`, read before and after, once its finished
+count has caught up) with the cached tokens SGLang's replies report; it prints one JSON line and
+exits 1 unless they are equal. Exit 2 on bad arguments. Prompt tokens never leave this
 process except to the server.
 """
 
@@ -55,12 +59,14 @@ def generate(url: str, ids: list[int], new_tokens: int) -> dict:
         return json.loads(reply.read())
 
 
-def run_load(args) -> dict:
+def run_load(args, replies_out: list | None = None) -> dict:
     batch = prompts(args.requests, args.groups, args.prefix, args.suffix, args.vocab)
     started = time.perf_counter()
     with ThreadPoolExecutor(args.concurrency) as pool:
         replies = list(pool.map(lambda ids: generate(args.url, ids, args.new_tokens), batch))
     seconds = time.perf_counter() - started
+    if replies_out is not None:
+        replies_out.extend(replies)
     output = sum(r["meta_info"]["completion_tokens"] for r in replies)
     return {"requests": len(replies), "output_tokens": output, "seconds": round(seconds, 3),
             "output_tokens_per_s": round(output / seconds, 1),
@@ -127,9 +133,34 @@ def run_ledger(args) -> int:
     return 0 if busy_ok > 0 and bad == 0 else 1
 
 
+def plugin_counters(plugin_url: str) -> dict:
+    with urllib.request.urlopen(f"{plugin_url}/snapshot", timeout=30) as reply:
+        return json.loads(reply.read())["snapshot"]["counters"]
+
+
+def run_hits(args, settle_s: float = 30.0) -> int:
+    """Plugin hit tokens over one load == the sum of SGLang's `meta_info.cached_tokens`."""
+    before = plugin_counters(args.plugin_url)
+    replies: list[dict] = []
+    report = run_load(args, replies)
+    deadline = time.monotonic() + settle_s
+    after = plugin_counters(args.plugin_url)
+    while (after["requests_finished"] - before["requests_finished"] < len(replies)
+           and time.monotonic() < deadline):
+        time.sleep(0.5)
+        after = plugin_counters(args.plugin_url)
+    sglang = sum(r["meta_info"]["cached_tokens"] for r in replies)
+    plugin = after["hit_tokens"] - before["hit_tokens"]
+    finished = after["requests_finished"] - before["requests_finished"]
+    print(json.dumps({"requests": report["requests"], "sglang_cached_tokens": sglang,
+                      "plugin_hit_tokens": plugin, "plugin_finished": finished,
+                      "equal": sglang == plugin and finished == len(replies)}))
+    return 0 if sglang == plugin and finished == len(replies) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("load", "ledger"))
+    parser.add_argument("mode", choices=("load", "ledger", "hits"))
     parser.add_argument("--url", required=True)
     parser.add_argument("--plugin-url")
     parser.add_argument("--requests", type=int, default=64)
@@ -141,15 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vocab", type=int, default=1000, help="the model's vocabulary size")
     parser.add_argument("--every", type=float, default=0.5, help="seconds between ledger reads")
     args = parser.parse_args(argv)
-    if args.mode == "ledger" and not args.plugin_url:
-        parser.error("ledger needs --plugin-url")
+    if args.mode in ("ledger", "hits") and not args.plugin_url:
+        parser.error(f"{args.mode} needs --plugin-url")
     if min(args.requests, args.concurrency, args.groups, args.prefix, args.new_tokens,
            args.vocab - 4) <= 0:
         parser.error("counts must be positive")
     if args.mode == "load":
         print(json.dumps(run_load(args)))
         return 0
-    return run_ledger(args)
+    return run_ledger(args) if args.mode == "ledger" else run_hits(args)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ The same server records (KVCTL_RECORD=1): `kvctl record` takes a trace from it a
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -22,7 +24,7 @@ import urllib.request
 import pytest
 
 from e2e.kvctl_cli import kvctl, kvctl_json, shared_prefix_prompts
-from e2e.sglang_server import PAGE, SGLangServer, free_port, skip_reason
+from e2e.sglang_server import PAGE, ROOT, SGLangServer, free_port, skip_reason
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -207,11 +209,6 @@ def test_a_recording_replayed_with_the_servers_settings_gives_its_cached_tokens(
     `kvctl record` runs (default blocks: the server's page), replayed with the server's page
     size, pool and eviction policy: the replay's hit tokens equal the sum of SGLang's own
     per-request `cached_tokens` exactly, in a pool small enough to evict."""
-    import subprocess
-    import sys
-
-    from e2e.sglang_server import ROOT
-
     assert plugin_server.flush_cache(wait_s=30)
     _drain_records(plugin_server.plugin_url)
     prompts = _round_trip_traffic()
@@ -240,3 +237,19 @@ def test_a_recording_replayed_with_the_servers_settings_gives_its_cached_tokens(
     assert report["prompt_tokens"] == sum(len(ids) for ids in prompts)
     assert report["evicted_tokens"] > 0  # the pool (1,024 tokens) was under pressure
     assert report["hit_tokens"] == sum(cached)
+
+
+def test_gpu_check_hits_probe_agrees_with_sglang(plugin_server):
+    """benchmarks/gpu_check_load.py `hits` (the GPU check's hit comparison), run here against
+    the CPU server: the plugin's hit-token counter over 8 shared-prefix requests equals the
+    cached tokens SGLang's replies report, every request is counted finished, and some hit."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_check_load.py"), "hits",
+         "--url", plugin_server.url, "--plugin-url", plugin_server.plugin_url,
+         "--requests", "8", "--concurrency", "2", "--groups", "2", "--prefix", "64",
+         "--suffix", "8", "--new-tokens", "2", "--vocab", "512"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["equal"] is True and result["plugin_finished"] == 8
+    assert result["plugin_hit_tokens"] == result["sglang_cached_tokens"] > 0

@@ -10,6 +10,7 @@ fp64 from fp32 K/V on either device, agree within the exact-reuse bound 1e-6.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,11 +34,14 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "tests" / "fixtures" / "tiny_llama" / "config.json")
 SCENARIO = ROOT / "examples" / "scenarios" / "coding-agents.yaml"
 SHARED = np.arange(5, 400) % 997 + 1  # 395 tokens: 384 page-aligned at page 16
+# SGLang's tree core for these runs: benchmarks/gpu_check.sh sets "python" on the lent machine,
+# whose torch 2.11 the bundled Rust core does not run with (docs/gpu-check.md)
+TREE_CORE = os.environ.get("KVCTL_TEST_TREE_CORE", "rust")
 
 
 def _engine(device: str, **overrides) -> EmbeddedEngine:
     fields = dict(pool_tokens=4096, page_size=16, kv_pool="mha", tiny_model=TINY,
-                  token_budget=256, max_context_len=2048, device=device)
+                  token_budget=256, max_context_len=2048, device=device, tree_core=TREE_CORE)
     fields.update(overrides)
     return EmbeddedEngine(EngineConfig(**fields))
 
@@ -132,7 +136,7 @@ def test_replay_cli_on_cuda_matches_cpu():
     for device in ("cpu", "cuda"):
         done = subprocess.run(
             [sys.executable, "-m", "kvctl", "replay", str(SCENARIO), "--limit", "8",
-             "--device", device, "--json"],
+             "--device", device, "--tree-core", TREE_CORE, "--json"],
             cwd=ROOT, text=True, capture_output=True, timeout=600)
         assert done.returncode == 0, done.stderr
         reports[device] = json.loads(done.stdout)
