@@ -14,10 +14,8 @@ The prompt tokens split three ways, at an unbounded pool:
     prompt = ceiling hits + compulsory misses (first touches) + uncacheable (the S-1 cap
              and the partial last page: tokens no match can ever return)
 
-Sampling (SHARDS, Waldspurger et al., FAST '15): keep the accesses of pages whose salted
-hash falls under rate R; a sampled distance d stands for d / R pages; each sampled
-matchable page stands for (matchable pages / sampled matchable pages) of them, a ratio
-estimator whose denominator is exact.
+The sampled estimate of the same curve, for a live engine, is
+engine_adapter.instrument.whatif (SHARDS-style, depth-stratified).
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ import numpy as np
 from kvctl.replay.curve.distance import COLD, prefix_max, stack_distances
 from kvctl.replay.curve.stream import PageStream
 
-SAMPLE_BITS = 24
 LRU_ASSUMPTION = ("curve assumes LRU eviction over pages and a pool holding only cached "
                   "prefixes (running requests' pages and whole-leaf eviction not modeled); "
                   "exact replays measure the error (--verify-points)")
@@ -38,22 +35,20 @@ LRU_ASSUMPTION = ("curve assumes LRU eviction over pages and a pool holding only
 
 @dataclass(frozen=True, kw_only=True)
 class HitCurve:
-    """H(C) for every pool size C. `reuse` holds, sorted, the (scaled) prefix-maximum
-    distance of every cacheable page access that is not a first touch; each stands for
-    `tokens_per_entry` prompt tokens."""
+    """H(C) for every pool size C. `reuse` holds, sorted, the prefix-maximum stack
+    distance (pages) of every cacheable page access that is not a first touch; each is one
+    page of prompt tokens."""
 
     page_size: int
     prompt_tokens: int
-    reuse: np.ndarray  # float64, sorted ascending
-    tokens_per_entry: float
-    compulsory_tokens: float  # first touches within the cap (sampled: estimated)
-    accesses: int  # page accesses examined (after sampling)
-    sample_rate: float
+    reuse: np.ndarray  # sorted ascending
+    compulsory_tokens: int  # first touches within the cap
+    accesses: int  # page accesses in the stream
 
     @property
     def ceiling(self) -> float:
         """H with an unbounded pool."""
-        return len(self.reuse) * self.tokens_per_entry / self.prompt_tokens
+        return len(self.reuse) * self.page_size / self.prompt_tokens
 
     @property
     def compulsory_share(self) -> float:
@@ -67,7 +62,7 @@ class HitCurve:
         """H at a pool of `pool_tokens` (rounded down to whole pages)."""
         pages = pool_tokens // self.page_size
         hits = int(np.searchsorted(self.reuse, pages, side="left"))
-        return hits * self.tokens_per_entry / self.prompt_tokens
+        return hits * self.page_size / self.prompt_tokens
 
     def pool_for(self, share_of_ceiling: float) -> int | None:
         """The smallest pool (tokens) whose H reaches `share_of_ceiling` of the ceiling;
@@ -87,43 +82,16 @@ class HitCurve:
         return [(int(p) * self.page_size, self.hit_rate(int(p) * self.page_size)) for p in pages]
 
 
-def build_curve(stream: PageStream, *, sample_rate: float = 1.0, salt: int = 0) -> HitCurve:
-    """The curve of `stream`, from all accesses (sample_rate 1) or a spatial sample."""
-    if not 0.0 < sample_rate <= 1.0:
-        raise ValueError(f"sample rate must be in (0, 1], got {sample_rate}")
-    keys, starts = stream.keys, stream.starts
+def build_curve(stream: PageStream) -> HitCurve:
+    """The curve of `stream` from every access (the sampled estimate lives in
+    engine_adapter.instrument.whatif, for a live engine)."""
     cacheable = _matchable_mask(stream)
-    if sample_rate < 1.0:
-        keep = sampled(keys, sample_rate, salt)
-        counts = np.add.reduceat(keep.astype(np.int64), starts[:-1]) if len(keys) else keep
-        keys, cacheable = keys[keep], cacheable[keep]
-        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    distances = stack_distances(keys)
-    peaks = prefix_max(distances, starts)[cacheable]
+    peaks = prefix_max(stack_distances(stream.keys, stream.starts), stream.starts)[cacheable]
     cold = peaks == COLD
-    reuse = np.sort(peaks[~cold].astype(np.float64) / sample_rate)
-    total_matchable = int(stream.matchable.sum())
-    weight = stream.page_size * (total_matchable / max(len(peaks), 1) if sample_rate < 1.0 else 1)
-    return HitCurve(page_size=stream.page_size, prompt_tokens=stream.prompt_tokens,
-                    reuse=reuse, tokens_per_entry=float(weight),
-                    compulsory_tokens=float(cold.sum()) * weight,
-                    accesses=len(keys), sample_rate=sample_rate)
-
-
-def sampled(keys: np.ndarray, rate: float, salt: int) -> np.ndarray:
-    """SHARDS' spatial filter: True where splitmix64(key ^ salt) mod 2^24 < rate * 2^24;
-    every access of a page is kept or none."""
-    threshold = np.uint64(int(rate * (1 << SAMPLE_BITS)))
-    return (mix64(keys.astype(np.uint64) ^ np.uint64(salt)) & np.uint64((1 << SAMPLE_BITS) - 1)) < threshold
-
-
-def mix64(values: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer, elementwise on uint64 (wrapping)."""
-    with np.errstate(over="ignore"):
-        z = values + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+    reuse = np.sort(peaks[~cold])
+    page = stream.page_size
+    return HitCurve(page_size=page, prompt_tokens=stream.prompt_tokens, reuse=reuse,
+                    compulsory_tokens=int(cold.sum()) * page, accesses=stream.accesses)
 
 
 def _matchable_mask(stream: PageStream) -> np.ndarray:

@@ -1,11 +1,11 @@
 """The page-access stream a radix prefix cache sees, built from a Mooncake trace.
 
-Each request, in arrival order, touches its prompt's full pages in order (SGLang's match,
-then its insert of the prompt), then inserts the pages of its output (SGLang inserts the
-whole committed sequence when the request finishes). Output pages hold synthetic ids no
-other prompt contains, so they are never hit; they still take cache room, which is why
-they are in the stream. They are inserted right after the prompt (as if the request
-finished at once): the stream has no clock, which is one reason the curve is an estimate.
+Each request, in arrival order, looks up its prompt's full pages (SGLang's match), then
+inserts them and the pages of its output (SGLang inserts the whole committed sequence when
+the request finishes; distance.py fixes the order of the touches). Output pages hold
+synthetic ids no other prompt contains, so they are never hit; they still take cache
+room, which is why they are in the stream. They are inserted right with the prompt (as if
+the request finished at once): the stream has no clock, one reason the curve is an estimate.
 
     request r:  prompt S tokens, output O tokens, page P
     accesses:   [ prompt page 0 .. floor(S/P)-1 | output pages ]
