@@ -278,4 +278,8 @@ METRICS: tuple[MetricSpec, ...] = (
                help="Unfinished requests by tenant namespace (hashed unless allow-listed)."),
 )
 
+from telemetry.whatif_metrics import WHATIF_METRICS  # noqa: E402 (it imports MetricSpec)
+
+METRICS += WHATIF_METRICS
+
 METRICS_BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}

@@ -60,6 +60,7 @@ class SampleInputs(NamedTuple):
     virtual_time_s: float
     host_tokens: int = 0
     host_capacity_tokens: int | None = None
+    whatif: Any = None  # WhatIfCurve from the host's what-if shadow; None: not observable
 
 
 class Sampler:
@@ -110,6 +111,7 @@ class Sampler:
             requests=inputs.requests,
             tree_nodes=tree_nodes(tree, dumped, inputs.leases, inputs.labels, ledger.page_size),
             notes=notes,
+            whatif=inputs.whatif,
         )
 
 

@@ -16,9 +16,9 @@ whole percentage points (measured on the shipped Mooncake trace: 0.2% to 12.4% f
 sample is still spatial: a page is always in or always out.
 
     request: prompt pages 0 .. n-1 (prefix hashes), matchable m = floor((S-1)/P)
-    per scale s:  alive = True
-                  for each sampled page i (in order): hit = page in cache_s; touch/insert it
-                      alive &= hit;  if i < m and alive: hits_s += weight(i)
+    per scale s:  for each sampled page i in order, while it is in cache_s:
+                      if i < m: hits_s += weight(i)          (match: nothing moves)
+                  touch the sampled pages deepest first      (insert, evicting)
     H_s = hits_s / sampled_matchable_weight x cacheable share     (ratio estimator)
 
 Prefix semantics: a sampled page counts as a hit only while every sampled page before it
@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import numpy as np
 
-from engine_adapter.embedded.page_hashes import PrefixHasher
+from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, PrefixHasher
+from engine_adapter.whatif_view import WhatIfCurve, WhatIfPoint
 
 POOL_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_RATE = 0.01
@@ -47,41 +47,6 @@ FULL_DEPTH_PAGES = 32  # one 512-token block at page 16
 MAX_KEYS_PER_SCALE = 8192
 _SAMPLE_BITS = 24
 _FRESH = np.uint64(1) << np.uint64(63)
-
-
-@dataclass(frozen=True, kw_only=True)
-class WhatIfPoint:
-    pool_scale: float
-    pool_tokens: int
-    hit_rate: float | None  # None until a cacheable page was seen
-    capped: bool  # the mini-cache hit its key bound: a lower bound
-
-
-@dataclass(frozen=True, kw_only=True)
-class WhatIfCurve:
-    """The shadow's answer at one instant, plus the trust check: the sampled 1x point next to
-    the hit rate the engine itself measured over the same requests."""
-
-    points: tuple[WhatIfPoint, ...]
-    sample_rate: float
-    full_depth_pages: int
-    requests: int
-    prompt_tokens: int
-    shadow_keys: int  # pages held across the mini-caches now
-    max_keys: int
-    measured_hit_rate: float | None  # the engine's own H over the same requests
-    assumption: str = "LRU"
-
-    def at(self, scale: float) -> WhatIfPoint | None:
-        return next((p for p in self.points if p.pool_scale == scale), None)
-
-    @property
-    def error_1x(self) -> float | None:
-        """Sampled 1x estimate minus the measured hit rate (None if either is unknown)."""
-        point = self.at(1.0)
-        if point is None or point.hit_rate is None or self.measured_hit_rate is None:
-            return None
-        return point.hit_rate - self.measured_hit_rate
 
 
 class _MiniCache:
@@ -97,12 +62,12 @@ class _MiniCache:
         self.capped = False
         self.hits = 0.0
 
-    def touch(self, key: int, weight: float) -> bool:
-        """Access `key`: True on a hit (moved to most recent), else inserted, evicting."""
+    def touch(self, key: int, weight: float) -> None:
+        """Make `key` the most recent (inserting it, evicting the least recent)."""
         entries = self.entries
         if key in entries:
             entries.move_to_end(key)
-            return True
+            return
         entries[key] = weight
         self.weight += weight
         while self.weight > self.capacity or len(entries) > self.max_keys:
@@ -110,7 +75,6 @@ class _MiniCache:
                 self.capped = True
             _, gone = entries.popitem(last=False)
             self.weight -= gone
-        return False
 
 
 class WhatIfShadow:
@@ -143,30 +107,31 @@ class WhatIfShadow:
         self.measured_hit_tokens = 0
         self._measured = True
 
-    def observe_tokens(self, tokens, *, output_tokens: int = 0,
-                       cached_tokens: int | None = None) -> None:
-        """`observe` for a prompt given as token ids (hashed here with the salted base)."""
-        hashes = self.hasher.token_hashes(np.asarray(tokens, dtype=np.int64))
-        self.observe(hashes, prompt_tokens=len(tokens), output_tokens=output_tokens,
-                     cached_tokens=cached_tokens)
+    def observe_tokens(self, tokens, *, block_ids=None, namespace: str = "",
+                       output_tokens: int = 0,
+                       cached_tokens: int | None = None) -> list[tuple[int, float]]:
+        """`observe` for a prompt given as token ids (hashed here with the salted base; from
+        its Mooncake block ids when given, without expanding them). Requests of different
+        namespaces never share a key (SGLang's tree separates them)."""
+        if block_ids is not None and BLOCK_TOKENS % self.page_size == 0:
+            hashes = self.hasher.block_hashes(block_ids, len(tokens))
+        else:
+            hashes = self.hasher.token_hashes(np.asarray(tokens, dtype=np.int64))
+        if namespace:
+            hashes = hashes ^ self._hashed_text(namespace)
+        return self.observe(hashes, prompt_tokens=len(tokens), output_tokens=output_tokens,
+                            cached_tokens=cached_tokens)
 
     def observe(self, page_keys: np.ndarray, *, prompt_tokens: int, output_tokens: int = 0,
-                cached_tokens: int | None = None) -> None:
-        """One request: `page_keys` are its prompt's full-page prefix keys in order; its
-        output pages (floor((S+O-1)/P) - floor(S/P), never shared) follow. cached_tokens:
-        what the engine itself matched for it (the trust check), if known."""
+                cached_tokens: int | None = None) -> list[tuple[int, float]]:
+        """One request at its match: `page_keys` are its prompt's full-page prefix keys in
+        order; `output_tokens` of output pages (floor((S+O-1)/P) - floor(S/P), never shared)
+        are inserted with it (0: insert them later with `finish`). cached_tokens: what the
+        engine itself matched (the trust check). Returns the sampled prompt pages (key, weight),
+        the handle `finish` takes."""
         page = self.page_size
         matchable = (prompt_tokens - 1) // page  # SGLang caps a match at S-1 tokens
-        extra = max((prompt_tokens + output_tokens - 1) // page - prompt_tokens // page, 0)
         keys = np.asarray(page_keys, dtype=np.uint64)
-        if extra:
-            keys = np.concatenate([keys, _FRESH | np.arange(self._fresh, self._fresh + extra,
-                                                            dtype=np.uint64)])
-            self._fresh += extra
-        depth = np.arange(len(keys))
-        keep = (depth < self.full_depth_pages) | (self._hashed(keys) < self._threshold)
-        index = np.flatnonzero(keep)
-        weights = np.where(depth[index] < self.full_depth_pages, 1.0, 1.0 / self.rate)
         self.requests += 1
         self.prompt_tokens += prompt_tokens
         self.matchable_pages += matchable
@@ -174,18 +139,59 @@ class WhatIfShadow:
             self._measured = False  # one request without a figure: no trust check
         else:
             self.measured_hit_tokens += cached_tokens
-        caches = self._caches
-        alive = [True] * len(caches)  # the sampled prefix so far hit at that scale
-        for key, where, weight in zip(keys[index].tolist(), index.tolist(), weights.tolist()):
-            cacheable = where < matchable
-            if cacheable:
-                self.sampled_matchable_weight += weight
-            for slot, cache in enumerate(caches):
-                hit = cache.touch(key, weight)
-                if alive[slot]:
-                    alive[slot] = hit
-                    if hit and cacheable:
-                        cache.hits += weight
+        depth = np.arange(len(keys))
+        index = np.flatnonzero((depth < self.full_depth_pages) | self._in_sample(keys))
+        sampled_keys = keys[index].tolist()
+        weights = self._weights(index)
+        cacheable = (index < matchable).tolist()
+        self.sampled_matchable_weight += sum(w for w, c in zip(weights, cacheable) if c)
+        for cache in self._caches:
+            # SGLang's step order (kvctl/replay/curve/distance.py): match every page first,
+            # counting leading hits (nothing moves); then insert, deepest first
+            entries = cache.entries
+            for key, weight, counted in zip(sampled_keys, weights, cacheable):
+                if key not in entries:
+                    break
+                if counted:
+                    cache.hits += weight
+        handle = list(zip(sampled_keys, weights))
+        self._insert(self._outputs(prompt_tokens, output_tokens), handle)
+        return handle
+
+    def finish(self, handle: list[tuple[int, float]], *, prompt_tokens: int,
+               output_tokens: int) -> None:
+        """A request observed with output_tokens=0 finished: SGLang inserts its committed
+        sequence, so its output pages are added and its prompt path touched again."""
+        self._insert(self._outputs(prompt_tokens, output_tokens), handle)
+
+    def _outputs(self, prompt_tokens: int, output_tokens: int) -> list[tuple[int, float]]:
+        page = self.page_size
+        extra = max((prompt_tokens + output_tokens - 1) // page - prompt_tokens // page, 0)
+        if not extra:
+            return []
+        keys = _FRESH | np.arange(self._fresh, self._fresh + extra, dtype=np.uint64)
+        self._fresh += extra
+        index = np.flatnonzero(self._in_sample(keys))
+        return list(zip(keys[index].tolist(), [1.0 / self.rate] * len(index)))
+
+    def _insert(self, outputs: list, prompt: list) -> None:
+        """Touch outputs, then the prompt from its last sampled page back to its first."""
+        order = list(reversed(outputs)) + list(reversed(prompt))
+        for cache in self._caches:
+            for key, weight in order:
+                cache.touch(key, weight)
+
+    def _weights(self, index: np.ndarray) -> list[float]:
+        return np.where(index < self.full_depth_pages, 1.0, 1.0 / self.rate).tolist()
+
+    def _in_sample(self, keys: np.ndarray) -> np.ndarray:
+        return self._hashed(keys) < self._threshold
+
+    def _hashed_text(self, text: str) -> np.uint64:
+        import hashlib
+
+        digest = hashlib.blake2b(text.encode(), digest_size=8, key=self._salt.tobytes()).digest()
+        return np.uint64(int.from_bytes(digest, "little"))
 
     def curve(self) -> WhatIfCurve:
         """The estimate now (cumulative over every request observed)."""

@@ -40,6 +40,17 @@ from engine_adapter.recording.tap import RecordingTap
 from engine_adapter.snapshot import EngineInfo, Snapshot, TreeNodes, TreeStats
 
 logger = logging.getLogger("kvctl.plugin")
+_WHATIF = "_kvctl_whatif"  # a request's sampled prompt pages, kept on the Req until it finishes
+
+
+def _whatif_shadow(settings: PluginSettings, info: EngineInfo):
+    """The what-if shadow for this scheduler's pool, or None when turned off."""
+    if settings.whatif_rate <= 0 or info.pool_tokens <= 0:
+        return None
+    from engine_adapter.instrument.whatif import WhatIfShadow
+
+    return WhatIfShadow(pool_tokens=info.pool_tokens, page_size=info.page_size,
+                        rate=settings.whatif_rate)
 
 
 class PluginRuntime:
@@ -50,7 +61,9 @@ class PluginRuntime:
         self.settings = settings
         self.dp_rank = dp_rank
         self.host = SchedulerHost(scheduler, salt=secrets.token_hex(8))
-        self.tally = StepTally(on_admit=self._admitted)
+        self.whatif = _whatif_shadow(settings, info)
+        self.tally = StepTally(on_admit=self._admitted,
+                               on_finish=self._finished if self.whatif is not None else None)
         self.receipts = ReceiptLog()
         self.recording = RecordingTap.from_env()  # off unless KVCTL_RECORD=1 (kvctl record)
         self.sampler = Sampler(info)
@@ -104,10 +117,20 @@ class PluginRuntime:
             self.receipts.append(Receipt(kind="eviction", start_s=at, end_s=at, tokens=evicted))
 
     def _admitted(self, req: Any, hit: int) -> None:
+        if self.whatif is not None:  # outputs are inserted when the request finishes
+            req.__dict__[_WHATIF] = self.whatif.observe_tokens(
+                req.origin_input_ids, namespace=namespace_label(req, self.host.salt),
+                cached_tokens=hit)
         at = self.clock() - self.started_s
         self.receipts.append(Receipt(
             kind="match", start_s=at, end_s=at, tokens=hit, outcome="hit" if hit else "miss",
             namespace=namespace_label(req, self.host.salt), request=str(req.rid)))
+
+    def _finished(self, req: Any) -> None:
+        handle = req.__dict__.pop(_WHATIF, None)
+        if handle is not None:
+            self.whatif.finish(handle, prompt_tokens=len(req.origin_input_ids),
+                               output_tokens=len(req.output_ids))
 
     def maybe_sample(self, batch: Any) -> None:
         now = self.clock()
@@ -122,6 +145,8 @@ class PluginRuntime:
     def sample(self, batch: Any, *, per_node: bool, now: float) -> Snapshot:
         """Read SGLang's objects now and publish the snapshot as `latest`."""
         inputs = self.host.inputs(self.tally, batch=batch, now_s=now - self.started_s)
+        if self.whatif is not None:
+            inputs = inputs._replace(whatif=self.whatif.curve())
         snap = self.sampler.sample(inputs, per_node_refs=per_node, wall_s=time.time())
         if per_node:
             self._last_tree = (snap.tree, snap.tree_nodes, now)

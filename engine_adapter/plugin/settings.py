@@ -7,6 +7,8 @@
     KVCTL_PLUGIN_LEDGER_S=1.0        seconds between samples (ledger + reconciliation)
     KVCTL_PLUGIN_TREE_S=10.0         seconds between per-node tree reads
     KVCTL_PLUGIN_MAX_FAILURES=5      exceptions before the plugin disables itself
+    KVCTL_PLUGIN_WHATIF_RATE=0.01    sample rate of the what-if shadow (instrument/whatif.py);
+                                     0 turns it off
 
 Pure: `from_env` takes the mapping to read, raises `InputError` naming the variable.
 """
@@ -40,6 +42,7 @@ class PluginSettings:
     ledger_s: float = 1.0
     tree_s: float = 10.0
     max_failures: int = 5
+    whatif_rate: float = 0.01
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> PluginSettings:
@@ -50,6 +53,7 @@ class PluginSettings:
             ledger_s=_seconds(environ, "KVCTL_PLUGIN_LEDGER_S", cls.ledger_s),
             tree_s=_seconds(environ, "KVCTL_PLUGIN_TREE_S", cls.tree_s),
             max_failures=_int(environ, "KVCTL_PLUGIN_MAX_FAILURES", cls.max_failures, low=1),
+            whatif_rate=_rate(environ, "KVCTL_PLUGIN_WHATIF_RATE", cls.whatif_rate),
         )
 
     def port(self, dp_rank: int) -> int:
@@ -92,4 +96,17 @@ def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
         raise InputError(f"{name}={raw!r} is not a number of seconds") from None
     if not math.isfinite(value) or value < 0:
         raise InputError(f"{name}={raw} must be a finite number of seconds >= 0")
+    return value
+
+
+def _rate(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"{name}={raw!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise InputError(f"{name}={raw} must be a rate in [0, 1] (0 turns the what-if shadow off)")
     return value

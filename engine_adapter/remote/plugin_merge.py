@@ -69,6 +69,7 @@ def merge(remote: Snapshot, plugin: Snapshot, *, plugin_url: str) -> Snapshot:
         counters=counters, tree=tree,
         tree_nodes=remote.tree_nodes if len(remote.tree_nodes) else plugin.tree_nodes,
         requests=remote.requests or plugin.requests, alerts=alerts, notes=notes,
+        whatif=remote.whatif if remote.whatif is not None else plugin.whatif,
     )  # fmt: skip
 
 
