@@ -26,8 +26,6 @@ def run_curve(base, out: Path | None, json_output: bool, verify_points: int,
     from kvctl.replay.runner import prepare
     from kvctl.util.atomic import atomic_dir, write_json
 
-    if verify_points < 0:
-        raise InputError(f"--verify-points must be 0 or more, got {verify_points}")
     prepared = prepare(base)  # validates the trace, the pool and the policy
     if prepared.workload["kind"] != "mooncake":
         raise InputError(f"{base.workload}: --curve reads Mooncake traces (.jsonl); "
