@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from engine_adapter.instrument.whatif import WhatIfShadow
 
+_WHATIF_SALT = 0x6B7663746C5F7769  # fixed per kvctl version
+
 
 def attach_whatif(st) -> WhatIfShadow:
     """Create the shadow for `st`'s pool and register it on the funnel recorder."""
     config = st.config
+    # Salted from the engine's seed: a run is reproducible for a seed (the keys never
+    # leave the process either way)
     shadow = WhatIfShadow(pool_tokens=config.pool_tokens, page_size=config.page_size,
-                          rate=config.whatif_rate)
+                          rate=config.whatif_rate, seed=_WHATIF_SALT ^ config.seed)
 
     def observe(tracked) -> None:
         spec = tracked.spec

@@ -133,3 +133,17 @@ def test_ceiling_compulsory_and_uncacheable_add_up():
     assert curve.uncacheable_share == pytest.approx(2 / 18)
     assert (curve.hit_rate(4), curve.hit_rate(8)) == (4 / 18, 8 / 18)
     assert curve.pool_for(0.5) == 4 and curve.pool_for(1.0) == 8
+
+
+def test_points_are_log_spaced_from_one_page_to_the_ceiling():
+    """At least 64 distinct sizes, one page first, the ceiling's size last, and the sizes
+    spread geometrically (the first 10 within 10 pages, not a linear grid's first step)."""
+    stream = prefix_stream(5, requests=400)
+    curve = build_curve(stream)
+    curve = type(curve)(page_size=1, prompt_tokens=curve.prompt_tokens,
+                        reuse=curve.reuse * 1000, compulsory_tokens=curve.compulsory_tokens,
+                        accesses=curve.accesses)  # distances in the thousands
+    sizes = [size for size, _ in curve.points(64)]
+    assert len(sizes) >= 64 and sizes == sorted(set(sizes))
+    assert sizes[0] == 1 and sizes[-1] == curve.pool_for(1.0)
+    assert sizes[9] <= 10

@@ -73,12 +73,17 @@ class HitCurve:
         return (int(math.floor(self.reuse[index])) + 1) * self.page_size
 
     def points(self, count: int = 64) -> list[tuple[int, float]]:
-        """`count` log-spaced pool sizes from one page to the size that reaches the
-        ceiling, each with H."""
-        top = self.pool_for(1.0) or self.page_size
-        pages = np.unique(np.geomspace(1, max(top // self.page_size, 1), count).round())
-        if len(pages) < count:  # few distinct pages: spread linearly instead
-            pages = np.unique(np.linspace(1, max(top // self.page_size, count), count).round())
+        """At least `count` log-spaced pool sizes (whole pages, distinct) from one page to
+        the size that reaches the ceiling, each with H; every page size when fewer exist."""
+        top = max((self.pool_for(1.0) or self.page_size) // self.page_size, 1)
+        if top <= count:
+            pages = np.arange(1, top + 1)
+        else:
+            drawn = count
+            pages = np.unique(np.geomspace(1, top, drawn).round())
+            while len(pages) < count:  # rounding merges the smallest sizes: draw denser
+                drawn += count
+                pages = np.unique(np.geomspace(1, top, drawn).round())
         return [(int(p) * self.page_size, self.hit_rate(int(p) * self.page_size)) for p in pages]
 
 
