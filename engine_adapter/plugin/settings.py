@@ -87,26 +87,27 @@ def _int(environ: Mapping[str, str], name: str, default: int, *, low: int,
 
 
 def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InputError(f"{name}={raw!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{name}={raw} must be a finite number of seconds >= 0")
-    return value
+    return _float(environ, name, default, unit=" of seconds",
+                  valid=lambda v: math.isfinite(v) and v >= 0,
+                  bound="a finite number of seconds >= 0")
 
 
 def _rate(environ: Mapping[str, str], name: str, default: float) -> float:
+    return _float(environ, name, default, unit="", valid=lambda v: 0.0 <= v <= 1.0,
+                  bound="a rate in [0, 1] (0 turns the what-if shadow off)")
+
+
+def _float(environ: Mapping[str, str], name: str, default: float, *, unit: str, valid,
+           bound: str) -> float:
+    """`name` from `environ` as a float (`default` when unset or blank); InputError naming
+    the variable when it does not parse or `valid(value)` is false."""
     raw = environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
         value = float(raw)
     except ValueError:
-        raise InputError(f"{name}={raw!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise InputError(f"{name}={raw} must be a rate in [0, 1] (0 turns the what-if shadow off)")
+        raise InputError(f"{name}={raw!r} is not a number{unit}") from None
+    if not valid(value):
+        raise InputError(f"{name}={raw} must be {bound}")
     return value
