@@ -46,7 +46,8 @@ DEFAULT_RATE = 0.01
 FULL_DEPTH_PAGES = 32  # one 512-token block at page 16
 MAX_KEYS_PER_SCALE = 8192
 _SAMPLE_BITS = 24
-_FRESH = np.uint64(1) << np.uint64(63)
+_FRESH_KEY = 1 << 63  # output pages: a counter with the top bit set
+_PROMPT_MASK = np.uint64((1 << 63) - 1)  # prompt keys: the top bit clear
 
 
 class _MiniCache:
@@ -62,14 +63,9 @@ class _MiniCache:
         self.capped = False
         self.hits = 0.0
 
-    def touch(self, key: int, weight: float) -> None:
-        """Make `key` the most recent (inserting it, evicting the least recent)."""
+    def shrink(self) -> None:
+        """Evict least recent pages until the weight and the key bound hold again."""
         entries = self.entries
-        if key in entries:
-            entries.move_to_end(key)
-            return
-        entries[key] = weight
-        self.weight += weight
         while self.weight > self.capacity or len(entries) > self.max_keys:
             if len(entries) > self.max_keys:
                 self.capped = True
@@ -95,6 +91,7 @@ class WhatIfShadow:
         self.hasher = PrefixHasher(page_size, salt | 1)  # salted: keys never match SGLang's
         self._salt = np.uint64(salt)
         self._threshold = np.uint64(int(rate * (1 << _SAMPLE_BITS)))
+        self._stride = max(round(1 / rate), 1)  # output pages: every stride-th one
         pool_pages = pool_tokens / page_size
         self.scales = tuple(scales)
         self._caches = [_MiniCache(s * pool_pages, max_keys_per_scale) for s in self.scales]
@@ -109,7 +106,7 @@ class WhatIfShadow:
 
     def observe_tokens(self, tokens, *, block_ids=None, namespace: str = "",
                        output_tokens: int = 0,
-                       cached_tokens: int | None = None) -> list[tuple[int, float]]:
+                       cached_tokens: int | None = None) -> None:
         """`observe` for a prompt given as token ids (hashed here with the salted base; from
         its Mooncake block ids when given, without expanding them). Requests of different
         namespaces never share a key (SGLang's tree separates them)."""
@@ -119,19 +116,18 @@ class WhatIfShadow:
             hashes = self.hasher.token_hashes(np.asarray(tokens, dtype=np.int64))
         if namespace:
             hashes = hashes ^ self._hashed_text(namespace)
-        return self.observe(hashes, prompt_tokens=len(tokens), output_tokens=output_tokens,
+        self.observe(hashes, prompt_tokens=len(tokens), output_tokens=output_tokens,
                             cached_tokens=cached_tokens)
 
     def observe(self, page_keys: np.ndarray, *, prompt_tokens: int, output_tokens: int = 0,
-                cached_tokens: int | None = None) -> list[tuple[int, float]]:
+                cached_tokens: int | None = None) -> None:
         """One request at its match: `page_keys` are its prompt's full-page prefix keys in
         order; `output_tokens` of output pages (floor((S+O-1)/P) - floor(S/P), never shared)
         are inserted with it (0: insert them later with `finish`). cached_tokens: what the
-        engine itself matched (the trust check). Returns the sampled prompt pages (key, weight),
-        the handle `finish` takes."""
+        engine itself matched (the trust check)."""
         page = self.page_size
         matchable = (prompt_tokens - 1) // page  # SGLang caps a match at S-1 tokens
-        keys = np.asarray(page_keys, dtype=np.uint64)
+        keys = np.asarray(page_keys, dtype=np.uint64) & _PROMPT_MASK
         self.requests += 1
         self.prompt_tokens += prompt_tokens
         self.matchable_pages += matchable
@@ -154,32 +150,43 @@ class WhatIfShadow:
                     break
                 if counted:
                     cache.hits += weight
-        handle = list(zip(sampled_keys, weights))
-        self._insert(self._outputs(prompt_tokens, output_tokens), handle)
-        return handle
+        prompt = list(zip(sampled_keys, weights))
+        prompt.reverse()  # deepest first
+        self._insert(self._outputs(prompt_tokens, output_tokens) + prompt)
 
-    def finish(self, handle: list[tuple[int, float]], *, prompt_tokens: int,
-               output_tokens: int) -> None:
-        """A request observed with output_tokens=0 finished: SGLang inserts its committed
-        sequence, so its output pages are added and its prompt path touched again."""
-        self._insert(self._outputs(prompt_tokens, output_tokens), handle)
+    def finish(self, *, prompt_tokens: int, output_tokens: int) -> None:
+        """A request observed with output_tokens=0 finished: its output pages are inserted
+        (SGLang inserts the committed sequence then; the prompt's pages keep the recency
+        of its match, as in the one-pass curve)."""
+        outputs = self._outputs(prompt_tokens, output_tokens)
+        if outputs:
+            self._insert(outputs)
 
     def _outputs(self, prompt_tokens: int, output_tokens: int) -> list[tuple[int, float]]:
+        """The request's new output pages that fall in the sample, deepest first. They are
+        never shared (unique ids), so every 1/rate-th one is kept: a spatial sample of
+        unique keys, without hashing them."""
         page = self.page_size
         extra = max((prompt_tokens + output_tokens - 1) // page - prompt_tokens // page, 0)
-        if not extra:
-            return []
-        keys = _FRESH | np.arange(self._fresh, self._fresh + extra, dtype=np.uint64)
-        self._fresh += extra
-        index = np.flatnonzero(self._in_sample(keys))
-        return list(zip(keys[index].tolist(), [1.0 / self.rate] * len(index)))
+        first, self._fresh = self._fresh, self._fresh + extra
+        stride = self._stride
+        start = -(-first // stride) * stride
+        weight = float(stride)
+        return [(_FRESH_KEY | n, weight) for n in range(start, first + extra, stride)][::-1]
 
-    def _insert(self, outputs: list, prompt: list) -> None:
-        """Touch outputs, then the prompt from its last sampled page back to its first."""
-        order = list(reversed(outputs)) + list(reversed(prompt))
+    def _insert(self, order: list[tuple[int, float]]) -> None:
+        """Touch `order` (oldest first) in every mini-cache, evicting least recent pages."""
         for cache in self._caches:
+            entries = cache.entries
+            move = entries.move_to_end
             for key, weight in order:
-                cache.touch(key, weight)
+                if key in entries:
+                    move(key)
+                else:
+                    entries[key] = weight
+                    cache.weight += weight
+                    if cache.weight > cache.capacity or len(entries) > cache.max_keys:
+                        cache.shrink()
 
     def _weights(self, index: np.ndarray) -> list[float]:
         return np.where(index < self.full_depth_pages, 1.0, 1.0 / self.rate).tolist()

@@ -8,7 +8,9 @@ Every call arrives from SGLang's scheduler thread through hooks.py, at a step bo
                                            then maybe_sample                  O(batch)
     on_idle                -> on_idle      maybe_sample
     eviction probe         -> on_evict     tally + an `eviction` receipt
-    (first extend of a request)            a `match` receipt (receipt_log.py)
+    (first extend of a request)            a `match` receipt (receipt_log.py); the what-if
+                                           shadow looks its prompt up (instrument/whatif.py)
+    (a request's finish)                   the shadow inserts its output pages
     maybe_sample: every KVCTL_PLUGIN_LEDGER_S  ledger + refcount reconciliation + requests
                   every KVCTL_PLUGIN_TREE_S    also the per-node tree read (a full walk)
 
@@ -40,7 +42,6 @@ from engine_adapter.recording.tap import RecordingTap
 from engine_adapter.snapshot import EngineInfo, Snapshot, TreeNodes, TreeStats
 
 logger = logging.getLogger("kvctl.plugin")
-_WHATIF = "_kvctl_whatif"  # a request's sampled prompt pages, kept on the Req until it finishes
 
 
 def _whatif_shadow(settings: PluginSettings, info: EngineInfo):
@@ -118,19 +119,17 @@ class PluginRuntime:
 
     def _admitted(self, req: Any, hit: int) -> None:
         if self.whatif is not None:  # outputs are inserted when the request finishes
-            req.__dict__[_WHATIF] = self.whatif.observe_tokens(
-                req.origin_input_ids, namespace=namespace_label(req, self.host.salt),
-                cached_tokens=hit)
+            self.whatif.observe_tokens(req.origin_input_ids,
+                                       namespace=namespace_label(req, self.host.salt),
+                                       cached_tokens=hit)
         at = self.clock() - self.started_s
         self.receipts.append(Receipt(
             kind="match", start_s=at, end_s=at, tokens=hit, outcome="hit" if hit else "miss",
             namespace=namespace_label(req, self.host.salt), request=str(req.rid)))
 
     def _finished(self, req: Any) -> None:
-        handle = req.__dict__.pop(_WHATIF, None)
-        if handle is not None:
-            self.whatif.finish(handle, prompt_tokens=len(req.origin_input_ids),
-                               output_tokens=len(req.output_ids))
+        self.whatif.finish(prompt_tokens=len(req.origin_input_ids),
+                           output_tokens=len(req.output_ids))
 
     def maybe_sample(self, batch: Any) -> None:
         now = self.clock()
