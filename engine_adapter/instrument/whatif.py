@@ -135,21 +135,26 @@ class WhatIfShadow:
             self._measured = False  # one request without a figure: no trust check
         else:
             self.measured_hit_tokens += cached_tokens
-        depth = np.arange(len(keys))
-        index = np.flatnonzero((depth < self.full_depth_pages) | self._in_sample(keys))
-        sampled_keys = keys[index].tolist()
-        weights = self._weights(index)
-        cacheable = (index < matchable).tolist()
-        self.sampled_matchable_weight += sum(w for w, c in zip(weights, cacheable) if c)
+        full = min(self.full_depth_pages, len(keys))
+        deep = np.flatnonzero(self._in_sample(keys[full:])) + full
+        sampled_keys = keys[:full].tolist() + keys[deep].tolist()
+        weight = 1.0 / self.rate
+        weights = [1.0] * full + [weight] * len(deep)
+        counted = [1.0] * min(full, matchable) + [0.0] * max(full - matchable, 0) + \
+            np.where(deep < matchable, weight, 0.0).tolist()  # the weight a hit counts
+        self.sampled_matchable_weight += sum(counted)
+        # SGLang's step order (kvctl/replay/curve/distance.py): match every page first,
+        # counting leading hits (nothing moves); then insert, deepest first. The caches
+        # nest (an LRU's content grows with its size), so a larger cache's hit run starts
+        # where the smaller one's ended.
+        run = 0
         for cache in self._caches:
-            # SGLang's step order (kvctl/replay/curve/distance.py): match every page first,
-            # counting leading hits (nothing moves); then insert, deepest first
             entries = cache.entries
-            for key, weight, counted in zip(sampled_keys, weights, cacheable):
+            for key in sampled_keys[run:]:
                 if key not in entries:
                     break
-                if counted:
-                    cache.hits += weight
+                run += 1
+            cache.hits += sum(counted[:run])
         prompt = list(zip(sampled_keys, weights))
         prompt.reverse()  # deepest first
         self._insert(self._outputs(prompt_tokens, output_tokens) + prompt)
@@ -187,9 +192,6 @@ class WhatIfShadow:
                     cache.weight += weight
                     if cache.weight > cache.capacity or len(entries) > cache.max_keys:
                         cache.shrink()
-
-    def _weights(self, index: np.ndarray) -> list[float]:
-        return np.where(index < self.full_depth_pages, 1.0, 1.0 / self.rate).tolist()
 
     def _in_sample(self, keys: np.ndarray) -> np.ndarray:
         return self._hashed(keys) < self._threshold
