@@ -60,13 +60,18 @@ def _hit_tokens(whatif: dict) -> list[float]:
 
 
 def _after(plugin_url: str, requests: int, timeout_s: float = 60.0) -> dict:
+    """The plugin's what-if reading once it has seen `requests` requests and has not
+    changed for a second (the snapshot is re-sampled on a cadence: a read right after a
+    request may still be the one before it)."""
     deadline = time.monotonic() + timeout_s
+    last = None
     while time.monotonic() < deadline:
         whatif = _whatif(plugin_url)
-        if whatif["requests"] >= requests:
+        if whatif["requests"] >= requests and whatif == last:
             return whatif
-        time.sleep(0.3)
-    raise AssertionError(f"the plugin's shadow never saw {requests} requests")
+        last = whatif
+        time.sleep(1.0)
+    raise AssertionError(f"the plugin's shadow never settled on {requests} requests")
 
 
 def test_snapshot_carries_the_whatif_curve_and_its_trust_check(whatif_server):
