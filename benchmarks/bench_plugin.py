@@ -8,8 +8,9 @@ scheduler-shaped host (tests/integration/plugin_support.py: the Scheduler's attr
 over the engine's real objects) is refreshed and the step's batches built, in both runs;
 only the "plugin on" run then calls the hooks SGLang calls after `ingest_requests` and
 `run_batch` (the step timer's clock reads) and after `process_batch_result` (the step timer's
-sample, tally + cadence check + sampling at KVCTL_PLUGIN_LEDGER_S / KVCTL_PLUGIN_TREE_S) and
-has the plugin's eviction probe installed. Two ratios, both in CPU time of the scheduler thread
+sample, tally + the what-if shadow at KVCTL_PLUGIN_WHATIF_RATE + cadence check + sampling at
+KVCTL_PLUGIN_LEDGER_S / KVCTL_PLUGIN_TREE_S) and has the plugin's eviction probe installed.
+Two ratios, both in CPU time of the scheduler thread
 (wall time is printed too; with seven developers on two cores it swings by tens of percent):
 
     same steps in one run   (base + plugin) / base, where plugin is the CPU time spent in
@@ -25,6 +26,7 @@ Engine build excluded. Target: ratio <= 1.02 at the default cadences (1 s ledger
 
     .venv/bin/python benchmarks/bench_plugin.py [--limit 200] [--rounds 3]
                                                 [--ledger-s 1.0] [--tree-s 10.0] [--step-timing 1]
+                                                [--whatif-rate 0.01]
 
 Also prints the number of samples and tree reads and their mean cost, so the ratio at
 another cadence can be estimated. Exit 1 only if the two runs computed different schedules.
@@ -46,7 +48,7 @@ TARGET_RATIO = 1.02
 
 
 def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float,
-             step_timing: bool = True) -> dict:
+             step_timing: bool = True, whatif_rate: float = 0.01) -> dict:
     """One replay; returns wall seconds, steps, what it computed and the plugin's costs."""
     from engine_adapter.embedded.config import EngineConfig
     from engine_adapter.embedded.engine import EmbeddedEngine
@@ -61,6 +63,7 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float,
     engine = EmbeddedEngine(EngineConfig(
         pool_tokens=131_072, page_size=16, token_budget=8_192, max_context_len=131_072,
         max_running_requests=256, tree_core="rust", kv_pool="noop", instrument=False,
+        whatif_rate=0.0,  # the engine's own what-if shadow off: only the plugin's is measured
     ))
     host = EngineShapedScheduler(engine)
     runtime = None
@@ -68,7 +71,8 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float,
     clock = time.thread_time  # CPU time of this (the scheduler's) thread
     if plugin:
         runtime = attach(host, PluginSettings(ledger_s=ledger_s, tree_s=tree_s,
-                                              step_timing=step_timing), dp_rank=0, serve=False)
+                                              step_timing=step_timing,
+                                              whatif_rate=whatif_rate), dp_rank=0, serve=False)
         timed_sample = runtime.sample
 
         def sample(batch, *, per_node, now):
@@ -112,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree-s", type=float, default=10.0, help="KVCTL_PLUGIN_TREE_S")
     parser.add_argument("--step-timing", type=int, choices=(0, 1), default=1,
                         help="KVCTL_PLUGIN_STEP_TIMING (the step timer for kvctl calibrate)")
+    parser.add_argument("--whatif-rate", type=float, default=0.01,
+                        help="KVCTL_PLUGIN_WHATIF_RATE (the what-if shadow; 0 = off)")
     args = parser.parse_args(argv)
 
     import sglang.srt.mem_cache.unified_radix_cache  # noqa: F401  (import outside the timing)
@@ -120,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.rounds):
         for plugin in ((True, False) if index % 2 == 0 else (False, True)):
             result = run_once(plugin=plugin, limit=args.limit, ledger_s=args.ledger_s,
-                              tree_s=args.tree_s, step_timing=bool(args.step_timing))
+                              tree_s=args.tree_s, step_timing=bool(args.step_timing),
+                              whatif_rate=args.whatif_rate)
             runs[plugin].append(result)
             print(f"round {index + 1} plugin {'on ' if plugin else 'off'}: "
                   f"{result['cpu_s']:7.2f} s CPU, {result['wall_s']:7.2f} s wall, "
@@ -142,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     ledger = [c for r in on for c in r["costs"]["ledger"]]
     tree = [c for r in on for c in r["costs"]["tree"]]
     print(f"\nMooncake slice: first {args.limit} requests, {steps:,} engine steps per run, "
-          f"cadences: ledger {args.ledger_s} s, tree {args.tree_s} s")
+          f"cadences: ledger {args.ledger_s} s, tree {args.tree_s} s, what-if shadow rate "
+          f"{args.whatif_rate}")
     print(f"plugin off: {1e3 * cpu_off / steps:8.3f} ms CPU/step   plugin on: "
           f"{1e3 * cpu_on / steps:8.3f} ms CPU/step  (medians of {args.rounds})")
     if ledger:

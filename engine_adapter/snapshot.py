@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from engine_adapter.funnel import Funnel
 from engine_adapter.hicache_state import HiCacheIO, HostLedger  # noqa: F401 (re-exported)
 from engine_adapter.tree_nodes import EMPTY, TreeNodes, TreeNodeView  # noqa: F401 (re-exported)
+from engine_adapter.whatif_view import WhatIfCurve, WhatIfPoint  # noqa: F401 (re-exported)
 
 
 def u_kv_of(pool_tokens: int, free_tokens: int) -> float:
@@ -263,6 +264,7 @@ class Snapshot:
     connected: bool = True
     notes: tuple[str, ...] = field(default=())
     hicache: HiCacheIO | None = None  # SGLang HiCache transfers and tier hits; None: no HiCache
+    whatif: WhatIfCurve | None = None  # the what-if shadow's curve; None: not observable
 
     def __post_init__(self) -> None:
         if not isinstance(self.tree_nodes, TreeNodes):  # rows given: store them by column

@@ -283,4 +283,8 @@ METRICS: tuple[MetricSpec, ...] = (
       for name, kind, help, labels, read in HICACHE_ROWS),
 )
 
+from telemetry.whatif_metrics import WHATIF_METRICS  # noqa: E402 (it imports MetricSpec)
+
+METRICS += WHATIF_METRICS
+
 METRICS_BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}

@@ -96,6 +96,10 @@ class EngineConfig:
     # nothing can change in between (embedded/decode_direct.py). Off: one call per step.
     # Only for drivers that pass their next event to step(horizon_s=...) (workload.drive).
     decode_jumps: bool = False
+    # The live what-if curve (engine_adapter/instrument/whatif.py): rate of its spatially
+    # sampled shadow past the fully shadowed first pages; 0 turns it off (replays, whose
+    # --curve computes the exact curve instead).
+    whatif_rate: float = 0.01
 
     @property
     def uses_batches(self) -> bool:

@@ -87,6 +87,10 @@ class EmbeddedEngine:
                     if config.instrument else NullOracle()),
         )
         self._st.namespace_salt = config.namespace_salt or secrets.token_hex(8)
+        if config.whatif_rate > 0:
+            from engine_adapter.embedded.whatif_feed import attach_whatif
+
+            attach_whatif(self._st)
         self.retention = Retention(self._st)
         cache = None if config.uses_batches else DirectCache(sg)
         self.prefill = Prefill(self._st, self.retention, cache)

@@ -119,9 +119,12 @@ class PrefixHasher:
         offset = start_page * p
         powers = self.powers(offset + n_full)[offset:]
         with np.errstate(over="ignore"):
-            terms = tokens[:n_full].astype(_U64) * powers
+            # int64 ids as uint64 without a copy; one product array, summed in place
+            ids = tokens[:n_full]
+            ids = ids.view(_U64) if ids.dtype == np.int64 else ids.astype(_U64)
+            terms = ids * powers
             terms[0] += _U64(carry)
-            prefix = np.cumsum(terms, dtype=_U64)
+            prefix = np.cumsum(terms, dtype=_U64, out=terms)
         return prefix[p - 1 :: p].copy()  # 8 B per page, not per token, stays cached
 
     def block_hashes(self, block_ids: Sequence[int], length: int,

@@ -140,3 +140,5 @@ class Tracked:
             self.funnel_done = True
             self.hit_tokens = self.facts.s_runtime
             funnel.record(self.facts)
+            for observe in funnel.observers:
+                observe(self)

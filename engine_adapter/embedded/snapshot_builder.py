@@ -68,6 +68,7 @@ class SnapshotBuilder:
             virtual_time_s=st.clock_s,
             host_tokens=self.retention.host_tokens,
             host_capacity_tokens=st.config.host_capacity_tokens,
+            whatif=st.whatif.curve() if st.whatif is not None else None,
         )
 
     def build(self, *, per_node_refs: bool, wall_s: float, requests: bool = True,

@@ -82,6 +82,7 @@ class EngineState:
     digest_admissions: bool = False  # keep a state digest around admissions (fault checks)
     decode_log: DecodeLog | None = None  # the direct decode path's step clocks (decode_log.py)
     batch_view: BatchView | None = None  # the direct decode path's columns (batch_view.py)
+    whatif: Any = None  # WhatIfShadow fed at each request's funnel record; None: off
     _seq: itertools.count = field(default_factory=itertools.count)
     _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))
 

@@ -44,6 +44,8 @@ class FunnelRecorder:
         self._stage_requests = [0] * len(STAGES)
         self._stage_tokens = [0] * len(STAGES)
         self._lengths = dict(prompt=0, semantic=0, indexed=0, cap=0, runtime=0)
+        # Called with each recorded request's Tracked after record() (the what-if shadow)
+        self.observers: list = []
 
     def record(self, facts: AdmissionFacts) -> None:
         """Place one request in the funnel. Tokens carried per stage never increase."""

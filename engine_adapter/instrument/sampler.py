@@ -64,6 +64,7 @@ class SampleInputs(NamedTuple):
     host_capacity_tokens: int | None = None
     host: HostLedger | None = None  # SGLang HiCache's host pool (plugin/hicache_reader.py)
     hicache: HiCacheIO | None = None
+    whatif: Any = None  # WhatIfCurve from the host's what-if shadow; None: not observable
 
 
 class Sampler:
@@ -116,6 +117,7 @@ class Sampler:
             tree_nodes=tree_nodes(tree, dumped, inputs.leases, inputs.labels, ledger.page_size),
             notes=notes,
             hicache=inputs.hicache,
+            whatif=inputs.whatif,
         )
 
 

@@ -11,7 +11,9 @@ Every call arrives from SGLang's scheduler thread through hooks.py, at a step bo
                                            then maybe_sample                  O(batch)
     on_idle                -> on_idle      maybe_sample
     eviction probe         -> on_evict     tally + an `eviction` receipt
-    (first extend of a request)            a `match` receipt (receipt_log.py)
+    (first extend of a request)            a `match` receipt (receipt_log.py); the what-if
+                                           shadow looks its prompt up (instrument/whatif.py)
+    (a request's finish)                   the shadow inserts its output pages
     maybe_sample: every KVCTL_PLUGIN_LEDGER_S  ledger + refcount reconciliation + requests
                   every KVCTL_PLUGIN_TREE_S    also the per-node tree read (a full walk)
 
@@ -47,6 +49,16 @@ from engine_adapter.snapshot import EngineInfo, Snapshot, TreeNodes, TreeStats
 logger = logging.getLogger("kvctl.plugin")
 
 
+def _whatif_shadow(settings: PluginSettings, info: EngineInfo):
+    """The what-if shadow for this scheduler's pool, or None when turned off."""
+    if settings.whatif_rate <= 0 or info.pool_tokens <= 0:
+        return None
+    from engine_adapter.instrument.whatif import WhatIfShadow
+
+    return WhatIfShadow(pool_tokens=info.pool_tokens, page_size=info.page_size,
+                        rate=settings.whatif_rate)
+
+
 class PluginRuntime:
     """See module docstring. `clock` (monotonic seconds) drives the cadences."""
 
@@ -55,7 +67,9 @@ class PluginRuntime:
         self.settings = settings
         self.dp_rank = dp_rank
         self.host = SchedulerHost(scheduler, salt=secrets.token_hex(8))
-        self.tally = StepTally(on_admit=self._admitted)
+        self.whatif = _whatif_shadow(settings, info)
+        self.tally = StepTally(on_admit=self._admitted,
+                               on_finish=self._finished if self.whatif is not None else None)
         self.receipts = ReceiptLog()
         # off unless KVCTL_RECORD=1 (kvctl record); blocks of the server's page by default
         self.recording = RecordingTap.from_env(page_size=info.page_size)
@@ -120,10 +134,18 @@ class PluginRuntime:
     def _admitted(self, req: Any, hit: int) -> None:
         if self.hicache is not None:
             self.hicache.on_admit(req)
+        if self.whatif is not None:  # outputs are inserted when the request finishes
+            self.whatif.observe_tokens(req.origin_input_ids,
+                                       namespace=namespace_label(req, self.host.salt),
+                                       cached_tokens=hit)
         at = self.clock() - self.started_s
         self.receipts.append(Receipt(
             kind="match", start_s=at, end_s=at, tokens=hit, outcome="hit" if hit else "miss",
             namespace=namespace_label(req, self.host.salt), request=str(req.rid)))
+
+    def _finished(self, req: Any) -> None:
+        self.whatif.finish(prompt_tokens=len(req.origin_input_ids),
+                           output_tokens=len(req.output_ids))
 
     def maybe_sample(self, batch: Any) -> None:
         now = self.clock()
@@ -138,6 +160,8 @@ class PluginRuntime:
     def sample(self, batch: Any, *, per_node: bool, now: float) -> Snapshot:
         """Read SGLang's objects now and publish the snapshot as `latest`."""
         inputs = self.host.inputs(self.tally, batch=batch, now_s=now - self.started_s)
+        if self.whatif is not None:
+            inputs = inputs._replace(whatif=self.whatif.curve())
         snap = self.sampler.sample(inputs, per_node_refs=per_node, wall_s=time.time())
         if self.hicache is not None:
             snap = self._with_host_tier(snap, per_node)

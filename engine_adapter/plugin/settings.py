@@ -8,6 +8,8 @@
     KVCTL_PLUGIN_TREE_S=10.0         seconds between per-node tree reads
     KVCTL_PLUGIN_MAX_FAILURES=5      exceptions before the plugin disables itself
     KVCTL_PLUGIN_STEP_TIMING=1       time every scheduler step (/step_samples); 0 turns it off
+    KVCTL_PLUGIN_WHATIF_RATE=0.01    sample rate of the what-if shadow (instrument/whatif.py);
+                                     0 turns it off
 
 Pure: `from_env` takes the mapping to read, raises `InputError` naming the variable.
 """
@@ -42,6 +44,7 @@ class PluginSettings:
     tree_s: float = 10.0
     max_failures: int = 5
     step_timing: bool = True
+    whatif_rate: float = 0.01
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> PluginSettings:
@@ -53,6 +56,7 @@ class PluginSettings:
             tree_s=_seconds(environ, "KVCTL_PLUGIN_TREE_S", cls.tree_s),
             max_failures=_int(environ, "KVCTL_PLUGIN_MAX_FAILURES", cls.max_failures, low=1),
             step_timing=bool(_int(environ, "KVCTL_PLUGIN_STEP_TIMING", 1, low=0, high=1)),
+            whatif_rate=_rate(environ, "KVCTL_PLUGIN_WHATIF_RATE", cls.whatif_rate),
         )
 
     def port(self, dp_rank: int) -> int:
@@ -86,13 +90,27 @@ def _int(environ: Mapping[str, str], name: str, default: int, *, low: int,
 
 
 def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    return _float(environ, name, default, unit=" of seconds",
+                  valid=lambda v: math.isfinite(v) and v >= 0,
+                  bound="a finite number of seconds >= 0")
+
+
+def _rate(environ: Mapping[str, str], name: str, default: float) -> float:
+    return _float(environ, name, default, unit="", valid=lambda v: 0.0 <= v <= 1.0,
+                  bound="a rate in [0, 1] (0 turns the what-if shadow off)")
+
+
+def _float(environ: Mapping[str, str], name: str, default: float, *, unit: str, valid,
+           bound: str) -> float:
+    """`name` from `environ` as a float (`default` when unset or blank); InputError naming
+    the variable when it does not parse or `valid(value)` is false."""
     raw = environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
         value = float(raw)
     except ValueError:
-        raise InputError(f"{name}={raw!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise InputError(f"{name}={raw} must be a finite number of seconds >= 0")
+        raise InputError(f"{name}={raw!r} is not a number{unit}") from None
+    if not valid(value):
+        raise InputError(f"{name}={raw} must be {bound}")
     return value

@@ -42,9 +42,12 @@ UNOBSERVED = ("allocation_failures", "admission_deferrals", "retractions", "retr
 class StepTally:
     """Mutable totals, fed from the scheduler thread only."""
 
-    def __init__(self, on_admit: Callable[[Any, int], None] | None = None) -> None:
-        """on_admit(req, hit_tokens): called once per admitted request (receipts)."""
+    def __init__(self, on_admit: Callable[[Any, int], None] | None = None,
+                 on_finish: Callable[[Any], None] | None = None) -> None:
+        """on_admit(req, hit_tokens): called once per admitted request (receipts);
+        on_finish(req): once per finished request (the what-if shadow)."""
         self.on_admit = on_admit
+        self.on_finish = on_finish
         self.steps = 0
         self.arrivals = 0
         self.finished = 0
@@ -80,6 +83,8 @@ class StepTally:
             if req.finished_reason is not None and _FINISHED not in req.__dict__:
                 req.__dict__[_FINISHED] = True
                 self.finished += 1
+                if self.on_finish is not None:
+                    self.on_finish(req)
 
     def on_evict(self, requested: int, evicted: int, protected_after: int) -> None:
         """The eviction probe's callback (instrument/probes.py)."""

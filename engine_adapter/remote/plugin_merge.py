@@ -72,6 +72,7 @@ def merge(remote: Snapshot, plugin: Snapshot, *, plugin_url: str) -> Snapshot:
         tree_nodes=remote.tree_nodes if len(remote.tree_nodes) else plugin.tree_nodes,
         requests=remote.requests or plugin.requests, alerts=alerts, notes=notes,
         hicache=remote.hicache if remote.hicache is not None else plugin.hicache,
+        whatif=remote.whatif if remote.whatif is not None else plugin.whatif,
     )  # fmt: skip
 
 

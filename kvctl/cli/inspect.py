@@ -269,6 +269,14 @@ def _fleet_row(name: str, s: "Snapshot", load: str) -> tuple[str, ...]:
     )
 
 
+def whatif_line(s: "Snapshot") -> str:
+    """'2x pool: 31.0% -> 37.2% (est., LRU; 1x measured 30.8%)' (docs/curve.md), or not
+    observable where no what-if shadow runs (a server without the kvctl plugin)."""
+    if s.whatif is None:
+        return "not observable (needs the kvctl plugin)"
+    return s.whatif.gain_line(2.0)
+
+
 def _worker_rows(read: "RemoteRead") -> list[tuple[str, str]]:
     s, ledger, c = read.snapshot, read.snapshot.ledger, read.snapshot.counters
     used = f"{ledger.free_tokens:,} / {ledger.evictable_tokens:,} / {ledger.used_tokens:,}"
@@ -283,6 +291,7 @@ def _worker_rows(read: "RemoteRead") -> list[tuple[str, str]]:
          f"{c.requests_finished:,} / {c.prompt_tokens:,} / {c.hit_tokens:,}"),
         ("H_prefix (seed 003 eq. 2)", _pct(s.hit_rate)),
         ("evicted tokens / retractions", f"{c.evicted_tokens:,} / {c.retractions:,}"),
+        ("what-if (sampled shadow)", whatif_line(s)),
     ]  # fmt: skip
     rows += host_tier_rows(s)  # SGLang HiCache's host tier (kvctl/tui/host_tier.py)
     if read.plugin is not None:

@@ -91,6 +91,11 @@ def replay_command(
     vocab_size: Annotated[Optional[int], Opt(help=(
         "With --against: the model's vocabulary, when its config.json is not readable "
         "here."))] = None,
+    curve: Annotated[bool, Opt("--curve", help=(
+        "Hit rate at every pool size from one stack-distance pass (LRU assumed; Mooncake "
+        "traces); with --out, curve.png."))] = False,
+    verify_points: Annotated[int, Opt(help=(
+        "With --curve: replay N pool sizes exactly and print them beside the curve."))] = 0,
 ) -> None:
     """Build settings, validate, run, render. InputError (exit 2) before running on bad input."""
     from kvctl.replay.runner import ReplaySettings
@@ -124,7 +129,15 @@ def replay_command(
         raise InputError("--executor ray runs sweeps: give --sweep KEY=V1,V2")
     if ray_address is not None and executor != "ray":
         raise InputError("--ray-address needs --executor ray")
-    if sweep:
+    if verify_points and not curve:
+        raise InputError("--verify-points needs --curve")
+    if curve:
+        if sweep:
+            raise InputError("--curve answers every pool size at once: drop --sweep")
+        from kvctl.cli.replay_curve import run_curve
+
+        run_curve(base, out, json_output, verify_points, parallel)
+    elif sweep:
         _sweep(base, sweep, parallel, out, json_output, executor=executor,
                ray_address=ray_address)
     else:

@@ -221,7 +221,9 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         tree_core=settings.tree_core, seed=settings.seed or 0,
         exact_batches=settings.exact_batches, decode_jumps=not settings.exact_batches,
         device=settings.device,
-        oracle_pages_hint=summary.oracle_pages(page) if summary is not None else 0, **fields,
+        oracle_pages_hint=summary.oracle_pages(page) if summary is not None else 0,
+        whatif_rate=0.0,  # no live what-if shadow in a replay: --curve computes the curve
+        **fields,
     )
     if summary is not None and longest > config.pool_tokens:
         raise InputError(

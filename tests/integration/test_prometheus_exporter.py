@@ -176,5 +176,5 @@ def test_rules_evaluate_without_errors(prometheus):
     groups = _get_json(f"{prometheus}/api/v1/rules")["data"]["groups"]
     unhealthy = [(rule["name"], rule.get("lastError")) for group in groups
                  for rule in group["rules"] if rule["health"] != "ok"]
-    assert len([r for g in groups for r in g["rules"]]) == 18  # 12 alerts + 6 recording
+    assert len([r for g in groups for r in g["rules"]]) == 19  # 12 alerts + 7 recording
     assert unhealthy == []

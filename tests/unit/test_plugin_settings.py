@@ -74,3 +74,15 @@ def test_server_info_entry():
     assert doc == {"host": "0.0.0.0", "dp_size": 2, "page_size": 16,
                    "kvctl_plugin": {"url": "http://127.0.0.1:30200", "schema_version": 1,
                                     "port_base": 30200, "dp_size": 2}}
+
+
+def test_whatif_rate_defaults_to_one_percent_and_refuses_a_rate_above_one():
+    """KVCTL_PLUGIN_WHATIF_RATE: 0.01 when unset, 0 turns the shadow off, 1.5 is refused
+    naming the variable."""
+    from engine_adapter.plugin.settings import PluginSettings
+    from kvctl.errors import InputError
+
+    assert PluginSettings.from_env({}).whatif_rate == 0.01
+    assert PluginSettings.from_env({"KVCTL_PLUGIN_WHATIF_RATE": "0"}).whatif_rate == 0.0
+    with pytest.raises(InputError, match="KVCTL_PLUGIN_WHATIF_RATE=1.5 must be a rate in"):
+        PluginSettings.from_env({"KVCTL_PLUGIN_WHATIF_RATE": "1.5"})

@@ -1,0 +1,111 @@
+"""`kvctl replay TRACE --curve`: the hit rate at every pool size from one stack-distance
+pass, a table and curve.png, and with --verify-points N exact replays side by side.
+
+Orchestration and rendering only: the stream, the pass and the document live in
+kvctl.replay.curve. Bad input fails before any work (InputError, exit 2); --out is
+written as one set (report.json + curve.png) or not at all.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from kvctl.errors import InputError
+
+
+def run_curve(base, out: Path | None, json_output: bool, verify_points: int,
+              parallel: int) -> None:
+    from kvctl.cli.output import console, print_json, versioned
+    from kvctl.cli.replay import ProgressBar
+    from kvctl.replay import sweep as sweeps
+    from kvctl.replay.curve.document import VerifiedPoint, curve_document, table_rows, verify_sizes
+    from kvctl.replay.curve.profile import build_curve
+    from kvctl.replay.curve.stream import mooncake_stream
+    from kvctl.replay.runner import prepare
+    from kvctl.util.atomic import atomic_dir, write_json
+
+    prepared = prepare(base)  # validates the trace, the pool and the policy
+    if prepared.workload["kind"] != "mooncake":
+        raise InputError(f"{base.workload}: --curve reads Mooncake traces (.jsonl); "
+                         "for a scenario, sweep --pool-tokens instead")
+    resolved = prepared.resolved
+    pool, page = resolved["pool_tokens"], resolved["page_size"]
+    started = time.monotonic()
+    with ProgressBar(not json_output, "curve: one stack-distance pass") as bar:
+        stream = mooncake_stream(base.workload, page_size=page, limit=base.limit)
+        curve = build_curve(stream)
+        if bar.bar is not None:
+            bar.bar.update(bar.task, total=1, completed=1)
+    seconds = time.monotonic() - started
+    rows = table_rows(curve, pool, resolved["pool_source"])
+    summary = prepared.driver.summary
+    sizes = verify_sizes(rows, verify_points, smallest=-(-summary.max_request_tokens // page) * page)
+    verified: list[VerifiedPoint] = []
+    if sizes:
+        runs = [replace(base, pool_tokens=size, pool_gb=None, label=f"pool {size:,}")
+                for size in sizes]
+        with ProgressBar(not json_output, "exact replays", total=len(runs)) as bar:
+            done: list[int] = []
+            outcomes = sweeps.run_sweep(runs, parallel=parallel,
+                                        on_done=lambda i, _o: (done.append(i),
+                                                               bar.runs_done(len(done))))
+        for size, outcome in zip(sizes, outcomes):
+            exact = outcome.result.report.to_dict()["hit_rate"]
+            verified.append(VerifiedPoint(pool_tokens=size, curve_hit_rate=curve.hit_rate(size),
+                                          exact_hit_rate=exact))
+    document = versioned(curve_document(
+        curve, workload=prepared.workload, rows=rows, verified=verified, pool_tokens=pool,
+        eviction_policy=resolved["eviction_policy"], seconds=seconds))
+    if out is not None:
+        from kvctl.replay.curve.plot import plot_curve
+
+        with atomic_dir(out) as folder:
+            write_json(folder / "report.json", document)
+            plot_curve(document, folder / "curve.png", prepared.driver.name)
+    if json_output:
+        print_json(document)
+        return
+    console().print(render_curve(document))
+    if out is not None:
+        console().print(f"[dim]wrote {out}/report.json, curve.png[/]")
+
+
+def render_curve(doc: dict):
+    """The table people read: sizes, hit rates, and verified points side by side."""
+    from rich import box
+    from rich.console import Group
+    from rich.text import Text
+
+    from kvctl.cli.fit_table import FitTable
+
+    w = doc["workload"]
+    header = Text.assemble(
+        ("kvctl replay --curve ", "bold"), (w["name"], "bold cyan"),
+        f"  ({w['requests']:,} requests, {doc['page_accesses']:,} page accesses at page "
+        f"{doc['page_size']}, {doc['curve_seconds']:.1f} s)\n",
+        f"ceiling {doc['ceiling_hit_rate']:.2%}   compulsory misses (first touches) "
+        f"{doc['compulsory_miss_share']:.2%}   uncacheable (S-1 cap, partial page) "
+        f"{doc['uncacheable_share']:.2%} of prompt tokens",
+    )
+    table = FitTable(title="token hit rate H_prefix by pool size (LRU assumed)",
+                     title_justify="left", box=box.SIMPLE_HEAD, key_columns=1)
+    for column in ("pool", "tokens", "hit rate"):
+        table.add_column(column, justify="left" if column == "pool" else "right", no_wrap=True)
+    for row in doc["table"]:
+        size = "unbounded" if row["pool_tokens"] is None else f"{row['pool_tokens']:,}"
+        table.add_row(row["label"], size, f"{row['hit_rate']:.2%}")
+    parts = [header, table]
+    if doc["verified"]:
+        check = FitTable(title=(f"curve vs exact replay ({doc['eviction_policy_verified']}, "
+                                "kvctl replay --pool-tokens N)"),
+                         title_justify="left", box=box.SIMPLE_HEAD, key_columns=1)
+        for column in ("tokens", "curve", "exact", "error"):
+            check.add_column(column, justify="right", no_wrap=True)
+        for v in doc["verified"]:
+            check.add_row(f"{v['pool_tokens']:,}", f"{v['curve_hit_rate']:.2%}",
+                          f"{v['exact_hit_rate']:.2%}", f"{v['error'] * 100:+.2f} pp")
+        parts.append(check)
+    parts.append(Text(f"- {doc['assumption']}", style="dim"))
+    return Group(*parts)

@@ -1,0 +1,115 @@
+"""The live what-if curve on a real SGLang server (CPU) with kvctl's plugin loaded: the
+plugin's /snapshot carries the estimate at 0.25x .. 8x the pool, the exporter publishes
+it as kvctl_whatif_hit_ratio{pool_scale}, and `kvctl inspect` prints the 2x line.
+
+The shadow runs at rate 1 here (KVCTL_PLUGIN_WHATIF_RATE=1), so it is an exact LRU over
+the server's page stream and the expected values are exact: three 24-token prompts sharing
+a 16-token prefix (page 4), sent one at a time with one output token each, hit 16 tokens
+twice, as SGLang itself reports, at every pool scale (the smallest, 256 tokens, holds
+them all).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from e2e.kvctl_cli import kvctl, shared_prefix_prompts
+from e2e.sglang_server import PAGE, SGLangServer, free_port, skip_reason
+from support.telemetry_fixtures import ExporterProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SCALES = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
+
+
+@pytest.fixture(scope="module")
+def whatif_server(tmp_path_factory):
+    """A real server with the plugin and its what-if shadow at rate 1."""
+    if reason := skip_reason():
+        pytest.skip(reason)
+    port = free_port()
+    # --mem-fraction-static 0.3 (the pool stays --max-total-tokens): on a busy shared machine
+    # free memory moves during start-up and SGLang refuses 0.05 ("no memory for the KV cache")
+    server = SGLangServer(tmp_path_factory.mktemp("sglang-whatif"),
+                          extra_args=("--mem-fraction-static", "0.3"),
+                          extra_env={"KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(port),
+                                     "KVCTL_PLUGIN_LEDGER_S": "0.2",
+                                     "KVCTL_PLUGIN_WHATIF_RATE": "1"})
+    server.plugin_url = f"http://127.0.0.1:{port}"
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def _whatif(plugin_url: str) -> dict:
+    with urllib.request.urlopen(f"{plugin_url}/snapshot", timeout=10) as reply:
+        snapshot = json.loads(reply.read())["snapshot"]
+    return snapshot["whatif"] | {"pool": snapshot["info"]["pool_tokens"]}
+
+
+def _hit_tokens(whatif: dict) -> list[float]:
+    """Per scale, the estimated hit tokens so far (H x prompt tokens; exact at rate 1)."""
+    return [p["hit_rate"] * whatif["prompt_tokens"] if p["hit_rate"] is not None else 0.0
+            for p in whatif["points"]]
+
+
+def _after(plugin_url: str, requests: int, timeout_s: float = 60.0) -> dict:
+    """The plugin's what-if reading once it has seen `requests` requests and has not
+    changed for a second (the snapshot is re-sampled on a cadence: a read right after a
+    request may still be the one before it)."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        whatif = _whatif(plugin_url)
+        if whatif["requests"] >= requests and whatif == last:
+            return whatif
+        last = whatif
+        time.sleep(1.0)
+    raise AssertionError(f"the plugin's shadow never settled on {requests} requests")
+
+
+def test_snapshot_carries_the_whatif_curve_and_its_trust_check(whatif_server):
+    """Every scale is present with its pool; over the three prompts each scale gains the 32
+    hit tokens SGLang itself reported, and so does the measured figure."""
+    before = _after(whatif_server.plugin_url, 0)
+    replies = [whatif_server.generate(ids)
+               for ids in shared_prefix_prompts(4 * PAGE, 2 * PAGE, 3, base=200)]
+    reported = sum(r["meta_info"]["cached_tokens"] for r in replies)
+    after = _after(whatif_server.plugin_url, before["requests"] + 3)
+    assert reported == 2 * 4 * PAGE
+    assert [p["pool_scale"] for p in after["points"]] == SCALES
+    assert [p["pool_tokens"] for p in after["points"]] == [int(s * after["pool"]) for s in SCALES]
+    gained = [b - a for a, b in zip(_hit_tokens(before), _hit_tokens(after))]
+    assert gained == pytest.approx([reported] * len(SCALES), abs=1e-6)
+    measured = (after["measured_hit_rate"] * after["prompt_tokens"]
+                - (before["measured_hit_rate"] or 0.0) * before["prompt_tokens"])
+    assert measured == pytest.approx(reported, abs=1e-6)
+    assert after["sample_rate"] == 1.0 and after["assumption"] == "LRU"
+
+
+def test_exporter_and_inspect_show_the_whatif_curve(whatif_server):
+    """`kvctl exporter` publishes one kvctl_whatif_hit_ratio per scale and the measured
+    ratio; `kvctl inspect` prints the "2x pool: a% -> b%" line."""
+    whatif_server.generate(list(range(300, 324)))
+    _after(whatif_server.plugin_url, 1)
+    with ExporterProcess("--url", whatif_server.url, "--plugin-url", whatif_server.plugin_url,
+                         "--interval", "0.5") as exporter:
+        deadline, lines = time.monotonic() + 60, []
+        while time.monotonic() < deadline and len(lines) < len(SCALES):
+            with urllib.request.urlopen(exporter.url, timeout=10) as reply:
+                text = reply.read().decode()
+            lines = [l for l in text.splitlines() if l.startswith("kvctl_whatif_hit_ratio{")]
+            time.sleep(0.5)
+    assert exporter.returncode == 0, exporter.stderr
+    scales = sorted(float(l.split('pool_scale="')[1].split('"')[0]) for l in lines)
+    assert scales == SCALES
+    assert any(l.startswith("kvctl_whatif_measured_hit_ratio") for l in text.splitlines())
+    shown = kvctl("inspect", "--url", whatif_server.url, "--plugin-url", whatif_server.plugin_url)
+    assert shown.returncode == 0, shown.stderr
+    assert "2x pool: " in shown.stdout and " -> " in shown.stdout
