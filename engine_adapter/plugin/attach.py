@@ -44,6 +44,12 @@ def attach(scheduler: Any, settings: PluginSettings, *, dp_rank: int,
     (it says so in the log; nothing else of the server changes)."""
     runtime = PluginRuntime(scheduler, settings, dp_rank=dp_rank, info=engine_info(scheduler))
     if serve:
+        if refusal := settings.bind_refusal():  # item 4 of issue 26: safe by default
+            runtime.disabled_reason = refusal
+            logger.error("kvctl plugin: %s", refusal)
+            return runtime
+        if warning := settings.exposure_warning():
+            logger.warning("kvctl plugin: %s", warning)
         try:
             runtime.server = PluginServer(runtime, settings.host, settings.port(dp_rank))
         except OSError as exc:
