@@ -67,7 +67,9 @@ class SandboxConfig:
             "--attention-backend", "torch_native", "--disable-cuda-graph",
             "--host", self.host, "--port", str(port),
             "--page-size", str(self.page_size), "--max-total-tokens", str(self.pool_tokens),
-            "--context-length", str(self.context_length), "--mem-fraction-static", "0.05",
+            # --max-total-tokens sizes the pool; the fraction is only SGLang's check that
+            # memory did not shrink while it loaded (other processes, other DP ranks)
+            "--context-length", str(self.context_length), "--mem-fraction-static", "0.3",
             "--max-running-requests", str(self.max_running), "--enable-metrics",
             "--radix-eviction-policy", self.eviction, "--schedule-policy", self.schedule_policy,
             "--dp-size", str(self.dp_size),
