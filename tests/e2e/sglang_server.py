@@ -80,5 +80,15 @@ class SGLangServer(SandboxServer):
         super().__init__(base, workdir)
         self.extra_args, self.extra_env = base.extra_args, base.extra_env
 
+    @property
+    def plugin_url(self) -> str | None:
+        """The sandbox's rank-0 plugin URL, or the one a test set (a plugin it enabled
+        through extra_env on a port of its choosing)."""
+        return self.__dict__.get("_plugin_url") or super().plugin_url
+
+    @plugin_url.setter
+    def plugin_url(self, url: str) -> None:
+        self.__dict__["_plugin_url"] = url
+
     def start(self, timeout_s: float = 420.0) -> float:
         return super().start(timeout_s)
