@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine_adapter.instrument.probes import install_eviction_probe
-from engine_adapter.plugin.hooks import RUNTIME_ATTR
 from engine_adapter.plugin.runtime import PluginRuntime
 from engine_adapter.plugin.server import PluginServer
-from engine_adapter.plugin.settings import PluginSettings
+from engine_adapter.plugin.settings import RUNTIME_ATTR, PluginSettings
 from engine_adapter.snapshot import EngineInfo
 
 logger = logging.getLogger("kvctl.plugin")

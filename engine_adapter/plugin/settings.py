@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from kvctl.errors import InputError
 
 ENTRY_POINT_NAME = "kvctl"
+# The scheduler attribute holding its PluginRuntime: set by attach.py, read by hooks.py (here,
+# below both, so that neither imports the other).
+RUNTIME_ATTR = "_kvctl_plugin"
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
