@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 ENTRY_POINT_NAME = "kvctl"
 # The scheduler attribute holding its PluginRuntime: set by attach.py, read by hooks.py (here,

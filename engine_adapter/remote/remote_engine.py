@@ -51,7 +51,7 @@ from engine_adapter.remote.server_info import MalformedServerInfo, ServerInfo, f
 from engine_adapter.remote.snapshot_build import build_snapshot, disconnected_snapshot
 from engine_adapter.remote.wire import GPU
 from engine_adapter.snapshot import Alert, Snapshot
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 
 @dataclass(frozen=True, kw_only=True)
