@@ -35,7 +35,7 @@ from engine_adapter.embedded.engine import EmbeddedEngine
 from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Snapshot
 from engine_adapter.workload import WorkloadDriver
-from kvctl.errors import RuntimeFailure
+from engine_adapter.base.errors import RuntimeFailure
 
 DriverFactory = Callable[[int], WorkloadDriver]  # iteration -> a fresh driver
 TICK_S = 0.05  # longest wall sleep of a paced run between checks of pause/close

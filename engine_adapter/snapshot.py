@@ -265,6 +265,15 @@ class Snapshot:
     notes: tuple[str, ...] = field(default=())
     hicache: HiCacheIO | None = None  # SGLang HiCache transfers and tier hits; None: no HiCache
     whatif: WhatIfCurve | None = None  # the what-if shadow's curve; None: not observable
+    # With kvctl's plugin, `ledger` is the plugin's sample (every term from one instant, so
+    # free + evictable + protected + private = pool) and these keep what else was read:
+    # server_ledger  SGLang's own /metrics gauges, refreshed only when its scheduler logs a
+    #                batch (they lag the tree by seconds); None without a plugin (then they
+    #                are `ledger` itself)
+    # rank_ledgers   one plugin sample per DP rank when the server runs several; `ledger`
+    #                is their sum (each rank's sample balances, so the sum does)
+    server_ledger: PoolLedger | None = None
+    rank_ledgers: tuple[PoolLedger, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.tree_nodes, TreeNodes):  # rows given: store them by column

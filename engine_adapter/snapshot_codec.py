@@ -39,7 +39,7 @@ from typing import Any
 from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Snapshot
 from engine_adapter.tree_nodes import COLUMNS, TreeNodes, TreeNodeView
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 SCHEMA_VERSION: int = 1
 

@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 KINDS = ("prefill", "decode", "mixed")
 

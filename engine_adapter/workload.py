@@ -65,7 +65,7 @@ def drive(
         steps += report.steps
         driver.after_step(engine, report)
         if check_every_step:
-            from kvctl.errors import IntegrityError
+            from engine_adapter.base.errors import IntegrityError
 
             try:
                 engine.check_integrity()

@@ -1,3 +1,3 @@
 """kvctl: the operator's instrument panel for the KV cache of an LLM serving engine."""
 
-__version__ = "0.1.0"
+from engine_adapter.base.version import __version__  # noqa: F401 (one place)

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from engine_adapter.protocol import SnapshotSource
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 from telemetry.collector import SnapshotCollector
 from telemetry.hygiene import NamespaceLabeler
 from telemetry.scrape_cache import ScrapeRenderer

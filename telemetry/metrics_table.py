@@ -84,6 +84,24 @@ def _pool_states(s: Snapshot) -> Iterable[Sample]:
     return (Sample((state,), v) for state, v in zip(POOL_STATES, values, strict=True))
 
 
+def _server_pool(s: Snapshot) -> Iterable[Sample]:
+    # SGLang's own gauges, kept beside the plugin's sample (snapshot.py `server_ledger`)
+    led = s.server_ledger
+    if led is None:
+        return ()
+    return (Sample((state,), v) for state, v in (
+        ("capacity", led.pool_tokens), ("free", led.free_tokens),
+        ("evictable", led.evictable_tokens), ("used", led.used_tokens)))
+
+
+def _rank_pool(s: Snapshot) -> Iterable[Sample]:
+    for rank, led in enumerate(s.rank_ledgers):
+        values = (led.pool_tokens, led.free_tokens, led.evictable_tokens,
+                  led.protected_tokens, led.private_tokens)
+        for state, v in zip(("capacity",) + POOL_STATES, values, strict=True):
+            yield Sample((str(rank), state), v)
+
+
 def _funnel_stages(field: str):
     def read(s: Snapshot) -> Iterable[Sample]:
         return (Sample((st.name,), getattr(st, field)) for st in s.funnel.stages)
@@ -160,6 +178,15 @@ METRICS: tuple[MetricSpec, ...] = (
            lambda s: s.ledger.pool_tokens),
     MetricSpec(name="kvctl_pool_tokens", kind="gauge", labels=("state",), read=_pool_states,
                help="Pool token slots by ledger state (free, evictable, protected, private)."),
+    MetricSpec(name="kvctl_sglang_pool_tokens", kind="gauge", labels=("state",),
+               read=_server_pool,
+               help="SGLang's own /metrics pool gauges (capacity, free, evictable, used), "
+                    "exported beside kvctl_pool_tokens when that is the kvctl plugin's "
+                    "sample; they refresh only when SGLang's scheduler logs a batch."),
+    MetricSpec(name="kvctl_rank_pool_tokens", kind="gauge", labels=("dp_rank", "state"),
+               read=_rank_pool,
+               help="Per data-parallel rank: the plugin's pool sample (capacity, free, "
+                    "evictable, protected, private); kvctl_pool_tokens is their sum."),
     _gauge("kvctl_pool_used_tokens", "Token slots SGLang calls used (sglang:kv_used_tokens).",
            lambda s: s.ledger.used_tokens),
     _gauge("kvctl_pool_residual_tokens",

@@ -33,7 +33,7 @@ from opentelemetry.trace import Status, StatusCode
 from engine_adapter.funnel import REJECTION_REASONS
 from engine_adapter.protocol import SnapshotSource
 from engine_adapter.receipts import RECEIPT_KINDS, Receipt
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 from telemetry.hygiene import NamespaceLabeler
 
 OUTCOMES = ("ok", "hit", "miss", "rejected", "failed")

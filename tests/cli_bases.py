@@ -30,6 +30,7 @@ BASE: dict[str, list[str]] = {
     "calibrate": ["--url", DEAD_URL, "--out", "/tmp/kvctl-property-calibrate.json"],
     "monitor": ["--scenario", SCENARIO, "--json", "--refresh", "0.05", "--pace", "0"],
     "exporter": ["--scenario", SCENARIO, "--port", "0", "--duration", "0.1", "--json"],
+    "sandbox": ["--dry-run", "--port", "0"],  # prints SGLang's launch line, starts nothing
     "plan capacity": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096",
                       "--output", "512"],
     "plan retention": ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "4096"],

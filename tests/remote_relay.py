@@ -3,8 +3,8 @@ the root conftest): SGLang's loopback stand-in in a process of its own, an HTTP 
 that a test can stop and start (a server that dies mid-run and comes back), and a URL where
 nothing listens.
 
-The stand-in is `python -m engine_adapter.remote.loopback_demo`: SGLang 0.5.23's own cache,
-metrics collectors and KV-event publisher (engine_adapter/remote/loopback.py). The relay is
+The stand-in is `python -m support.loopback_demo`: SGLang 0.5.23's own cache,
+metrics collectors and KV-event publisher (tests/support/loopback.py). The relay is
 a real stdlib HTTP server on loopback (LoopbackHttp) whose `/metrics` and `/server_info`
 bodies are the stand-in's, fetched on every request.
 """
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from engine_adapter.remote.http_fetch import http_get
-from engine_adapter.remote.loopback_http import LoopbackHttp
+from support.loopback_http import LoopbackHttp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,10 +44,10 @@ class DemoProcess:
     def __enter__(self) -> DemoProcess:
         ready = Path(tempfile.mkdtemp(prefix="kvctl-demo-")) / "url"
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "engine_adapter.remote.loopback_demo",
+            [sys.executable, "-m", "support.loopback_demo",
              "--ready-file", str(ready), *self._args],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env={**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"},
         )  # fmt: skip
         deadline = time.monotonic() + self._startup_s
         while not ready.exists() or not ready.read_text():

@@ -39,7 +39,7 @@ from typing import NamedTuple
 from engine_adapter.embedded.requests import RequestState, Tracked
 from engine_adapter.embedded.state import EngineState
 from engine_adapter.instrument.funnel_recorder import AdmissionFacts
-from kvctl.util.pages import page_ceil, page_floor
+from engine_adapter.base.pages import page_ceil, page_floor
 
 
 def namespace_label(namespace: str, salt: str) -> str:

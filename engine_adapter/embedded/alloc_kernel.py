@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvctl.util.pages import ceil_div, page_ceil
+from engine_adapter.base.pages import ceil_div, page_ceil
 
 _installed = False
 FEW_REQUESTS = 8  # up to this batch size, build slots page by page per request

@@ -115,7 +115,7 @@ def _position(reqs: list, req) -> int:
 
 def _check_records(req, kv, append) -> None:
     if req.kv is not kv or req.output_ids is not append.__self__:
-        from kvctl.errors import IntegrityError
+        from engine_adapter.base.errors import IntegrityError
 
         raise IntegrityError(f"request {req.rid}'s kv record or output ids were replaced while "
                              "it decoded: the decode batch's columns missed its tokens")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine_adapter.embedded.sglang_runtime import SGLangComponents, stdout_to_stderr
-from kvctl.util.pages import ceil_div, page_ceil  # noqa: F401  (re-exported)
+from engine_adapter.base.pages import ceil_div, page_ceil  # noqa: F401  (re-exported)
 
 # The messages SGLang's allocation helpers raise for an exhausted pool (allocation.py);
 # any other RuntimeError is a real failure and propagates.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine_adapter.embedded.device import DEVICES
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 EVICTION_POLICIES: tuple[str, ...] = ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru", "tlru")
 TREE_CORES: tuple[str, ...] = ("rust", "python")

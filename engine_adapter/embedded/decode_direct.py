@@ -97,7 +97,7 @@ class DirectDecode:
     def _finish(self, due: list) -> None:
         """SGLang's `update_finish_state` for the requests at their length budget; each
         must finish (see decode_log.py for why no other request can)."""
-        from kvctl.errors import IntegrityError
+        from engine_adapter.base.errors import IntegrityError
 
         for tr in due:
             req = tr.req

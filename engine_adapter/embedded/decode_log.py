@@ -102,7 +102,7 @@ class DecodeLog:
             past = heapq.heappop(self._steps)
             for tr, start in self._due.pop(past, ()):
                 if running.get(tr.req.rid) is tr and tr.decode_from == start:
-                    from kvctl.errors import IntegrityError
+                    from engine_adapter.base.errors import IntegrityError
 
                     raise IntegrityError(f"request {tr.req.rid} was due to finish at decode "
                                          f"step {past}, and step {step} came first")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
-from kvctl.util.pages import page_ceil
+from engine_adapter.base.pages import page_ceil
 
 
 class QuantumDecode:

@@ -11,7 +11,7 @@ is imported only when the answer depends on it (not for cpu).
 
 from __future__ import annotations
 
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 DEVICE_CHOICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")  # what EngineConfig.device may hold

@@ -36,8 +36,8 @@ from engine_adapter.embedded.state import EngineState, RollbackDigests
 from engine_adapter.instrument.probes import install_eviction_probe
 from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Snapshot
-from kvctl.errors import InputError, IntegrityError
-from kvctl.util.pages import ceil_div
+from engine_adapter.base.errors import InputError, IntegrityError
+from engine_adapter.base.pages import ceil_div
 
 OUTPUT_VOCAB = 1 << 31  # synthetic ids live in [2^30, 2^31): below SGLang's uint32 hashing
 

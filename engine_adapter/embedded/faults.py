@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 
 from engine_adapter.embedded.state import EngineState
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 FAULTS = ("leak", "lock-leak", "alloc-fail")
 

@@ -21,7 +21,7 @@ import torch
 from engine_adapter.embedded.requests import RequestState
 from engine_adapter.embedded.state import EngineState
 from engine_adapter.embedded.tiny_model import ForwardItem, TinyModelConfig, TinyTransformer
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 
 class ModelRunner:

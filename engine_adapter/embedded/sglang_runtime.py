@@ -29,7 +29,7 @@ from engine_adapter.stdout_lock import STDOUT_LOCK
 from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded import sglang_imports
 from engine_adapter.embedded.device import resolve_device
-from kvctl.errors import RuntimeFailure
+from engine_adapter.base.errors import RuntimeFailure
 
 DEFAULT_MODEL_DIR = Path(__file__).with_name("data")
 

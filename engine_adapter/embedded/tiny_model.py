@@ -27,7 +27,7 @@ from engine_adapter.embedded.tiny_layers import (
     rms_norm,
     swiglu_mlp,
 )
-from kvctl.errors import InputError, IntegrityError
+from engine_adapter.base.errors import InputError, IntegrityError
 
 # HF config.json key for each TinyModelConfig field (head_dim is optional there).
 _HF_KEYS = {

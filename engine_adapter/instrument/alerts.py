@@ -10,7 +10,9 @@ Joint predicates, never bare thresholds; each alert carries the numbers that mad
     compatibility_churn       candidates rising and compatible stable (incompatible rejects rising)
     stale_receipt_race        candidates rising and stale-generation rejects rising
     security_boundary_pressure  unauthorized or cross-namespace rejects rising
-    admission_ceiling         U_KV > tau_high (seed 003 figure 12)
+    admission_ceiling         U_KV > tau_high (seed 003 figure 12) and pressure evictable
+                              tokens cannot absorb: token_usage > usage_high, or retractions
+                              or allocation failures rising (see _admission_ceiling)
     hit_rate_collapse         recent H_prefix < half of the long-run H_prefix (seed 003,
                               "What breaks the hit rate")
 """
@@ -26,6 +28,7 @@ from engine_adapter.snapshot import Alert, Counters, MappingLag, PoolLedger, Ref
 @dataclass(frozen=True, kw_only=True)
 class AlertThresholds:
     tau_high: float = 0.88
+    usage_high: float = 0.9  # SGLang's token_usage: the share evictable tokens cannot free
     map_wait_slo_s: float = 1.0
     leak_grace_evaluations: int = 1
     collapse_ratio: float = 0.5
@@ -104,14 +107,40 @@ class AlertEvaluator:
         if security_up > 0 or incompat_up > 0:
             alerts.append(Alert(name="security_boundary_pressure", severity="warning",
                                 evidence=f"unauthorized+={security_up} cross_namespace+={incompat_up}"))
-        if led.u_kv > t.tau_high:
-            alerts.append(Alert(name="admission_ceiling", severity="warning",
-                                evidence=f"U_KV={led.u_kv:.3f} > tau_high={t.tau_high}"))
+        ceiling = self._admission_ceiling(led, rising("retractions"),
+                                          rising("allocation_failures"))
+        if ceiling:
+            alerts.append(ceiling)
         collapse = self._hit_rate_collapse(now, prev)
         if collapse:
             alerts.append(collapse)
         self._previous = now
         return tuple(alerts)
+
+    def _admission_ceiling(self, led: PoolLedger, retractions_up: int,
+                           failures_up: int) -> Alert | None:
+        """seed 003's ceiling as a seed 000 0x0CF joint predicate. U_KV counts evictable
+        tokens as allocated and SGLang's radix cache keeps every finished prefix, so a warm,
+        healthy server sits at U_KV 0.98-0.99 (kvctl sandbox under traffic: ~80% of the pool
+        evictable, token_usage ~0.2). SGLang admits by evicting (PrefillAdder counts
+        evictable tokens as available), so the ceiling only bites when the non-evictable
+        share (token_usage) fills the pool, or the scheduler already retracts requests, or
+        an allocation failed after eviction. Evictions alone are the warm steady state."""
+        t = self.thresholds
+        if led.u_kv <= t.tau_high:
+            return None
+        pressure = []
+        if led.token_usage > t.usage_high:
+            pressure.append(f"token_usage={led.token_usage:.3f} > {t.usage_high}")
+        if retractions_up > 0:
+            pressure.append(f"retractions+={retractions_up}")
+        if failures_up > 0:
+            pressure.append(f"allocation_failures+={failures_up}")
+        if not pressure:
+            return None
+        return Alert(name="admission_ceiling", severity="warning",
+                     evidence=f"U_KV={led.u_kv:.3f} > tau_high={t.tau_high} and "
+                              + " and ".join(pressure))
 
     def _hit_rate_collapse(self, now: AlertInputs, prev: AlertInputs) -> Alert | None:
         t = self.thresholds

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from engine_adapter.base.pages import page_ceil
 from engine_adapter.snapshot import HostLedger, PoolLedger
-from kvctl.util.pages import page_ceil
 
 
 def private_slots(req: Any, page_size: int) -> tuple[int, int]:

@@ -39,7 +39,7 @@ from engine_adapter.snapshot import (
     TreeNodes,
     TreeStats,
 )
-from kvctl.util.pages import ceil_div
+from engine_adapter.base.pages import ceil_div
 
 
 class SampleInputs(NamedTuple):

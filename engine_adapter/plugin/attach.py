@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine_adapter.instrument.probes import install_eviction_probe
-from engine_adapter.plugin.hooks import RUNTIME_ATTR
 from engine_adapter.plugin.runtime import PluginRuntime
 from engine_adapter.plugin.server import PluginServer
-from engine_adapter.plugin.settings import PluginSettings
+from engine_adapter.plugin.settings import RUNTIME_ATTR, PluginSettings
 from engine_adapter.snapshot import EngineInfo
 
 logger = logging.getLogger("kvctl.plugin")
@@ -44,6 +43,12 @@ def attach(scheduler: Any, settings: PluginSettings, *, dp_rank: int,
     (it says so in the log; nothing else of the server changes)."""
     runtime = PluginRuntime(scheduler, settings, dp_rank=dp_rank, info=engine_info(scheduler))
     if serve:
+        if refusal := settings.bind_refusal():  # item 4 of issue 26: safe by default
+            runtime.disabled_reason = refusal
+            logger.error("kvctl plugin: %s", refusal)
+            return runtime
+        if warning := settings.exposure_warning():
+            logger.warning("kvctl plugin: %s", warning)
         try:
             runtime.server = PluginServer(runtime, settings.host, settings.port(dp_rank))
         except OSError as exc:

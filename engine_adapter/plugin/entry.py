@@ -21,7 +21,7 @@ import sys
 
 from engine_adapter.plugin.hooks import SCHEDULER_HOOKS, SERVER_INFO_HOOKS
 from engine_adapter.plugin.settings import PluginSettings, plugin_enabled
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 logger = logging.getLogger("kvctl.plugin")
 

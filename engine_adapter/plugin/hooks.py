@@ -24,11 +24,12 @@ import logging
 import os
 from typing import Any
 
+from engine_adapter.plugin.settings import RUNTIME_ATTR  # noqa: F401 (re-exported)
+
 logger = logging.getLogger("kvctl.plugin")
 
 SCHEDULER = "sglang.srt.managers.scheduler.Scheduler"
 SERVER_INFO = "sglang.srt.utils.common.build_server_info"
-RUNTIME_ATTR = "_kvctl_plugin"
 
 
 def after_init(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:

@@ -34,7 +34,7 @@ logger = logging.getLogger("kvctl.plugin")
 
 
 def _kvctl_version() -> str:
-    from kvctl import __version__
+    from engine_adapter.base.version import __version__
 
     return __version__
 

@@ -1,9 +1,12 @@
 """The plugin's environment, read once per process (docs/plugin.md lists every variable).
 
     KVCTL_SGLANG_PLUGIN=1            enable (or name `kvctl` in SGLang's SGLANG_PLUGINS)
-    KVCTL_PLUGIN_HOST=127.0.0.1      bind address of the endpoint
+    KVCTL_PLUGIN_HOST=127.0.0.1      bind address of the endpoint (loopback by default)
     KVCTL_PLUGIN_PORT=30100          base port; a scheduler serves on base + its DP rank
-    KVCTL_PLUGIN_TOKEN               optional bearer token every request must carry
+    KVCTL_PLUGIN_TOKEN               bearer token every request must carry; required for a
+                                     bind that is not loopback (bind_refusal)
+    KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED=1  serve a non-loopback bind without a token anyway
+                                     (logged as a warning at every start)
     KVCTL_PLUGIN_LEDGER_S=1.0        seconds between samples (ledger + reconciliation)
     KVCTL_PLUGIN_TREE_S=10.0         seconds between per-node tree reads
     KVCTL_PLUGIN_MAX_FAILURES=5      exceptions before the plugin disables itself
@@ -16,13 +19,17 @@ Pure: `from_env` takes the mapping to read, raises `InputError` naming the varia
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 ENTRY_POINT_NAME = "kvctl"
+# The scheduler attribute holding its PluginRuntime: set by attach.py, read by hooks.py (here,
+# below both, so that neither imports the other).
+RUNTIME_ATTR = "_kvctl_plugin"
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
@@ -45,6 +52,7 @@ class PluginSettings:
     max_failures: int = 5
     step_timing: bool = True
     whatif_rate: float = 0.01
+    allow_unauthenticated: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> PluginSettings:
@@ -57,7 +65,37 @@ class PluginSettings:
             max_failures=_int(environ, "KVCTL_PLUGIN_MAX_FAILURES", cls.max_failures, low=1),
             step_timing=bool(_int(environ, "KVCTL_PLUGIN_STEP_TIMING", 1, low=0, high=1)),
             whatif_rate=_rate(environ, "KVCTL_PLUGIN_WHATIF_RATE", cls.whatif_rate),
+            allow_unauthenticated=_switch(environ, "KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED"),
         )
+
+    @property
+    def loopback_only(self) -> bool:
+        """True when the bind address is reachable from this host only."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return False  # a wildcard ("") or a hostname: assume other hosts can reach it
+
+    def bind_refusal(self) -> str | None:
+        """Why the endpoint must not start, or None. /snapshot, /receipts and /records carry
+        request ids, namespace labels and (recording) the traffic's block structure: a bind
+        other hosts can reach needs KVCTL_PLUGIN_TOKEN, or an explicit opt-out."""
+        if self.loopback_only or self.token is not None or self.allow_unauthenticated:
+            return None
+        return (f"not serving on {self.host or '*'}:{self.port_base}: a non-loopback bind "
+                "needs KVCTL_PLUGIN_TOKEN (set it, and pass --plugin-token to kvctl), or "
+                "KVCTL_PLUGIN_HOST=127.0.0.1, or KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED=1 to serve "
+                "it to anyone who can reach the port")
+
+    def exposure_warning(self) -> str | None:
+        """The warning logged at every start of an opted-in unauthenticated public bind."""
+        if self.loopback_only or self.token is not None:
+            return None
+        return (f"serving /snapshot, /receipts and /records on {self.host or '*'} WITHOUT "
+                "authentication (KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED=1): anyone who can reach "
+                "the port reads request ids and namespace labels; set KVCTL_PLUGIN_TOKEN")
 
     def port(self, dp_rank: int) -> int:
         """The port the scheduler of `dp_rank` serves on (as SGLang's KV-event endpoints:
@@ -87,6 +125,15 @@ def _int(environ: Mapping[str, str], name: str, default: int, *, low: int,
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
         raise InputError(f"{name}={value} must be {bound}")
     return value
+
+
+def _switch(environ: Mapping[str, str], name: str) -> bool:
+    raw = environ.get(name, "").strip()
+    if raw in ("", "0"):
+        return False
+    if raw == "1":
+        return True
+    raise InputError(f"{name}={raw!r} must be 1 (on) or 0 (off)")
 
 
 def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kvctl.util.pages import ceil_div
+from engine_adapter.base.pages import ceil_div
 
 DEFAULT_BLOCK_TOKENS = 512  # Mooncake's block size (FAST'25 trace release)
 _DIGEST_BYTES = 8

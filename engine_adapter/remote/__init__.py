@@ -6,7 +6,7 @@
 - `event_stream.EventStream` + `event_mirror.PrefixMirror`: the prefix index mirrored from
   KV events, with gap replay and publisher-restart detection.
 - `routing`: SGLang's page hashes and seed 003 figure 7's affinity-load objective.
-- `loopback.LoopbackServer`: a real SGLang cache published on loopback (tests, demos).
 
-Nothing here imports sglang or torch at module level; `loopback` imports them when built.
+Nothing here imports sglang or torch. The loopback stand-in the tests use lives in
+tests/support; a user's real server on a CPU is `kvctl sandbox` (kvctl/sandbox).
 """

@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 
 from engine_adapter.remote.mirror_shape import MirrorShape, summarize
 from engine_adapter.remote.wire import GPU, AllCleared, KvEvent, RemovedBlocks, StoredBlocks
-from kvctl.errors import IntegrityError
+from engine_adapter.base.errors import IntegrityError
 
 
 @dataclass(slots=True)

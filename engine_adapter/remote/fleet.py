@@ -16,7 +16,7 @@ from engine_adapter.remote.remote_engine import RemoteEngine, RemoteRead
 from engine_adapter.remote.routing import Candidate, RouteDecision, choose_worker, page_hashes
 from engine_adapter.remote.wire import GPU
 from engine_adapter.snapshot import Snapshot
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 
 @dataclass(frozen=True, kw_only=True)

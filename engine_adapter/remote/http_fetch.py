@@ -8,7 +8,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 

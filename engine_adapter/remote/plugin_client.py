@@ -39,7 +39,7 @@ from engine_adapter.remote.backoff import Backoff
 from engine_adapter.remote import http_fetch
 from engine_adapter.remote.http_fetch import Unreachable, normalize_base_url
 from engine_adapter.snapshot import Snapshot
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 TOKEN_ENV = "KVCTL_PLUGIN_TOKEN"
 STATES = ("ok", "starting", "disabled", "unauthorized", "schema_mismatch", "malformed",

@@ -3,12 +3,15 @@ embedded engine fills.
 
 The remote read (remote/snapshot_build.py) observes SGLang's /metrics and the KV-event
 mirror; the plugin (inside the scheduler, instrument/sampler.py) observes the scheduler's
-own objects. Rule: a field the remote read has is kept; a field it cannot observe (None,
-or empty where "empty" means "not published") is taken from the plugin::
+own objects. Rule: the ledger is the plugin's, whole (issue 26: one consistent sample);
+any other field the remote read has is kept, and a field it cannot observe (None, or empty
+where "empty" means "not published") is taken from the plugin::
 
     field              remote read                    taken from the plugin
-    ledger             pool, free, evictable, used    protected, private, private_filled,
-                       (SGLang's gauges)              host capacity when None
+    ledger             -> server_ledger (SGLang's     every term: pool, free, evictable,
+                       gauges, shown as SGLang's)     used, protected, private, private_filled
+                                                      (host capacity from the remote if None)
+    rank_ledgers       none                           one per DP rank (plugin_ranks.py)
     refs               all None                       the whole reconciliation (delta_ref,
                                                       per-node off_nodes when per_node)
     funnel             requests + executed_hits       the whole funnel when the plugin
@@ -21,6 +24,13 @@ or empty where "empty" means "not published") is taken from the plugin::
     ledger.host,       None                           SGLang HiCache's host partition and
     hicache                                           transfers (hicache_reader.py)
     alerts             remote alerts                  + the plugin's, by name, no duplicates
+
+Why the ledger is not mixed: SGLang refreshes its pool gauges only when the scheduler logs
+a batch, while the plugin samples the tree and allocator together at a step boundary. Terms
+from the two instants do not add up (read under traffic on `kvctl sandbox`: 3,736, 3,872
+and 4,112 for a 4,096-token pool), and after traffic stops the gauges can lag for seconds
+(used 600 while the tree held 0 locked). The plugin's sample balances by construction
+(free + evictable + protected + private = pool, residual = a real leak).
 
 The funnel is taken whole, not stage by stage: the remote's stage counts come from SGLang's
 `num_requests_total` (finished requests) and the plugin's from arrivals it counted, so a mix
@@ -37,14 +47,15 @@ from engine_adapter.remote.snapshot_build import NOT_OBSERVABLE
 from engine_adapter.snapshot import Counters, Snapshot
 
 ENGINE = "remote+plugin"
-_LEDGER_FILL = ("protected_tokens", "private_tokens", "private_filled_tokens",
-                "host_capacity_tokens", "host")
 _TREE_FILL = ("nodes", "cached_tokens", "max_depth_tokens", "leaves")
 
 
 def merge(remote: Snapshot, plugin: Snapshot, *, plugin_url: str) -> Snapshot:
     """`remote` completed with what `plugin` observes (see module docstring)."""
-    ledger = dataclasses.replace(remote.ledger, **_fill(remote.ledger, plugin.ledger, _LEDGER_FILL))
+    ledger = plugin.ledger
+    if ledger.host_capacity_tokens is None and remote.ledger.host_capacity_tokens is not None:
+        ledger = dataclasses.replace(ledger,
+                                     host_capacity_tokens=remote.ledger.host_capacity_tokens)
     tree = dataclasses.replace(remote.tree, **_fill(remote.tree, plugin.tree, _TREE_FILL))
     if not remote.tree.tokens_by_medium and plugin.tree.tokens_by_medium:
         tree = dataclasses.replace(tree, tokens_by_medium=plugin.tree.tokens_by_medium)
@@ -55,13 +66,15 @@ def merge(remote: Snapshot, plugin: Snapshot, *, plugin_url: str) -> Snapshot:
     alerts = remote.alerts + tuple(a for a in plugin.alerts if a.name not in names)
     info = dataclasses.replace(
         remote.info, engine=ENGINE, tree_core=plugin.info.tree_core,
-        kv_pool=plugin.info.kv_pool,
+        kv_pool=plugin.info.kv_pool, pool_tokens=ledger.pool_tokens,
         bytes_per_token=remote.info.bytes_per_token or plugin.info.bytes_per_token,
     )  # fmt: skip
     steps = plugin.counters.steps
     note = (f"plugin {plugin_url}: sample #{plugin.seq:,}"
             + (f" at step {steps:,}" if steps is not None else "")
-            + "; ledger split, refs, funnel, requests and tree nodes from inside the scheduler")
+            + "; ledger (one sample), refs, funnel, requests and tree nodes from inside the "
+            "scheduler; SGLang's /metrics pool gauges shown as SGLang's (they refresh only "
+            "when its scheduler logs a batch)")
     notes = tuple(n for n in remote.notes if n not in NOT_OBSERVABLE)
     notes += (note,) + tuple(f"plugin: {n}" for n in plugin.notes)
     return dataclasses.replace(
@@ -73,6 +86,7 @@ def merge(remote: Snapshot, plugin: Snapshot, *, plugin_url: str) -> Snapshot:
         requests=remote.requests or plugin.requests, alerts=alerts, notes=notes,
         hicache=remote.hicache if remote.hicache is not None else plugin.hicache,
         whatif=remote.whatif if remote.whatif is not None else plugin.whatif,
+        server_ledger=remote.ledger, rank_ledgers=plugin.rank_ledgers,
     )  # fmt: skip
 
 

@@ -12,7 +12,8 @@ It observes three surfaces SGLang publishes and nothing else:
                                               (plugin_client.py, merged by plugin_merge.py)
 
 The plugin's address is `plugin_url`, else the `kvctl_plugin` entry of /server_info; its
-token `plugin_token`, else $KVCTL_PLUGIN_TOKEN. A plugin that is not "ok" leaves the remote
+token `plugin_token`, else $KVCTL_PLUGIN_TOKEN. A server with `dp_size` N has one plugin
+endpoint per DP rank (address + r): all are read and summed (plugin_ranks.py). A plugin that is not "ok" leaves the remote
 read as it is plus a `plugin_unavailable` alert: nothing it said before is reused.
 
 `read()` never raises for a sick server: an unreachable server, a server without metrics
@@ -37,8 +38,9 @@ from engine_adapter.remote.event_stream import EventStream, StreamStats
 from engine_adapter.remote.http_fetch import Unreachable, normalize_base_url
 from engine_adapter.remote.metrics_scrape import MetricsReading, MetricsUnavailable, scrape_metrics
 from engine_adapter.remote.mirror_shape import MirrorShape
-from engine_adapter.remote.plugin_client import TOKEN_ENV, PluginClient, PluginRead
+from engine_adapter.remote.plugin_client import TOKEN_ENV, PluginRead
 from engine_adapter.remote.plugin_merge import merge, plugin_down
+from engine_adapter.remote.plugin_ranks import PluginRanks
 from engine_adapter.remote.reconcile import (
     DriftTolerance,
     RemoteReconciliation,
@@ -49,7 +51,7 @@ from engine_adapter.remote.server_info import MalformedServerInfo, ServerInfo, f
 from engine_adapter.remote.snapshot_build import build_snapshot, disconnected_snapshot
 from engine_adapter.remote.wire import GPU
 from engine_adapter.snapshot import Alert, Snapshot
-from kvctl.errors import InputError
+from engine_adapter.base.errors import InputError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,9 +111,9 @@ class RemoteEngine:
         self._plugin_token = plugin_token if plugin_token is not None else (
             os.environ.get(TOKEN_ENV) or None)
         self._plugin_discovery = plugin_discovery
-        self._plugin: PluginClient | None = None
-        if plugin_url is not None:  # InputError for a malformed URL, before anything runs
-            self._plugin = PluginClient(plugin_url, token=self._plugin_token, timeout_s=timeout_s)
+        self._plugin: PluginRanks | None = None  # built at the first read (needs dp_size)
+        self._plugin_url = (None if plugin_url is None else  # InputError before anything runs
+                            normalize_base_url(plugin_url, what="--plugin-url"))
         for option, endpoint in (("--kv-events", kv_events), ("--kv-replay", kv_replay)):
             if endpoint is not None and not endpoint.startswith(("tcp://", "ipc://")):
                 raise InputError(f"{option} {endpoint!r} is not a tcp://HOST:PORT endpoint")
@@ -233,12 +235,16 @@ class RemoteEngine:
     # ---- internals ------------------------------------------------------------------------
 
     def _read_plugin(self, info: ServerInfo, now: float) -> PluginRead | None:
-        if self._plugin is None and self._plugin_discovery and info.plugin_url is not None:
+        if self._plugin is None:
+            base = self._plugin_url or (info.plugin_url if self._plugin_discovery else None)
+            if base is None:
+                return None
             try:
-                self._plugin = PluginClient(info.plugin_url, token=self._plugin_token,
-                                            timeout_s=self._timeout_s)
+                self._plugin = PluginRanks(base, dp_size=info.dp_size, token=self._plugin_token,
+                                           timeout_s=self._timeout_s)
             except InputError:  # an unusable announcement: run without the plugin
                 self._plugin_discovery = False
+                return None
         return self._plugin.read(now) if self._plugin is not None else None
 
     def _refresh_info(self, now: float) -> ServerInfo:

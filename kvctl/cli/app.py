@@ -138,6 +138,7 @@ _COMMANDS: list[tuple[str, str, str, str]] = [
     ("monitor", "monitor_command", "monitor", "command"),
     ("exporter", "exporter_command", "exporter", "command"),
     ("explain", "explain_command", "explain", "command"),
+    ("sandbox", "sandbox_command", "sandbox", "command"),
 ]
 
 _register()

@@ -181,6 +181,8 @@ def build_document(result: "FleetRead", route) -> dict[str, Any]:
 
 
 def _snapshot_doc(snapshot: "Snapshot") -> dict[str, Any]:
+    from kvctl.cli.ledger_rows import terms_sum
+
     ledger = snapshot.ledger
     return {
         "snapshot": to_jsonable(snapshot),
@@ -189,6 +191,7 @@ def _snapshot_doc(snapshot: "Snapshot") -> dict[str, Any]:
             "token_usage": ledger.token_usage,
             "evictable_gap": ledger.evictable_gap,
             "residual_tokens": ledger.residual_tokens,
+            "ledger_terms_tokens": terms_sum(ledger),  # free+evictable+protected+private
             "hit_rate": snapshot.hit_rate,
             "delta_ref_max": snapshot.refs.delta_ref_max,
             "host": host_tier_derived(snapshot),  # SGLang HiCache; None: no host tier
@@ -278,13 +281,12 @@ def whatif_line(s: "Snapshot") -> str:
 
 
 def _worker_rows(read: "RemoteRead") -> list[tuple[str, str]]:
+    from kvctl.cli.ledger_rows import ledger_rows
+
     s, ledger, c = read.snapshot, read.snapshot.ledger, read.snapshot.counters
-    used = f"{ledger.free_tokens:,} / {ledger.evictable_tokens:,} / {ledger.used_tokens:,}"
     usage = f"{_pct(ledger.u_kv)} / {_pct(ledger.token_usage)}"
     rows = [
-        ("pool tokens", _n(ledger.pool_tokens)),
-        ("free / evictable / used", used),
-        ("protected / private", f"{_n(ledger.protected_tokens)} / {_n(ledger.private_tokens)}"),
+        *ledger_rows(s),
         ("U_KV (seed 003 eq. 8) / token_usage", usage),
         ("host tokens", _n(ledger.host_tokens)),
         ("requests / prompt / cached tokens",

@@ -89,10 +89,11 @@ RULES: dict[str, Range] = {
     "trajectories": POSITIVE_INT, "branches": POSITIVE_INT, "batch": POSITIVE_INT,
     "decode_batch": POSITIVE_INT, "handles": Range(0, MAX_INT, integer=True),
     "seed": Range(0, 2**63 - 1, integer=True), "port": Range(0, 65_535, integer=True),
+    "plugin_port": Range(0, 65_535, integer=True), "dp_size": Range(1, 16, integer=True),
     # token counts and geometry
     "page_size": Range(1, MAX_PAGE, integer=True), "block_size": Range(1, MAX_PAGE, integer=True),
     "pool_tokens": TOKENS_OR_ZERO, "token_budget": TOKENS, "decode_quantum": TOKENS,
-    "context": TOKENS, "output": TOKENS_OR_ZERO, "prompt": TOKENS, "chunk": TOKENS,
+    "context": TOKENS, "context_length": TOKENS, "output": TOKENS_OR_ZERO, "prompt": TOKENS, "chunk": TOKENS,
     "mean_length": TOKENS, "max_context": TOKENS, "shared_tokens": TOKENS_OR_ZERO,
     "branch_tokens": TOKENS_OR_ZERO, "branch_offset": TOKENS_OR_ZERO, "prefix": TOKENS_OR_ZERO,
     "offset": TOKENS_OR_ZERO, "pool_slots": TOKENS, "slots": TOKENS, "threshold": TOKENS,

@@ -2,7 +2,7 @@
 
 The server runs `--enable-hierarchical-cache --hicache-ratio 2 --hicache-io-backend direct
 --hicache-mem-layout layer_first` through the CPU test platform's stack strategy
-(tests/support/sglang_cpu_platform/hicache_cpu.py; docs/hicache.md): SGLang's tree,
+(kvctl/sandbox/hicache_cpu.py; docs/hicache.md): SGLang's tree,
 controller, host pool and acks, with unpinned host memory and torch index copies. Traffic:
 eight 200-token prompts (1,600 tokens) through the 1,024-token device pool, twice. The first
 round overflows L1, so the second round finds most prefixes evicted from device and loads

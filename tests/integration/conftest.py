@@ -9,6 +9,6 @@ import pytest
 def loopback_cls():
     """SGLang's loopback server (its real cache, publisher and metrics collectors); SGLang's
     mem_cache imports once per session (about 10 s)."""
-    from engine_adapter.remote.loopback import LoopbackServer
+    from support.loopback import LoopbackServer
 
     return LoopbackServer

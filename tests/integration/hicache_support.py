@@ -5,7 +5,7 @@
 `--enable-hierarchical-cache --hicache-ratio 2 --hicache-io-backend direct
 --hicache-mem-layout layer_first`, and calls SGLang's own `UnifiedRadixCache.init_hicache`.
 The one CPU difference is the stack strategy the test platform registers
-(tests/support/sglang_cpu_platform/hicache_cpu.py: SGLang's `MHATokenToKVPoolHost` unpinned,
+(kvctl/sandbox/hicache_cpu.py: SGLang's `MHATokenToKVPoolHost` unpinned,
 its direct copies done by torch); controller, host pool, tree and acks are SGLang's.
 
 The helpers drive it with the calls SGLang's scheduler makes, in its order:
@@ -19,12 +19,9 @@ The helpers drive it with the calls SGLang's scheduler makes, in its order:
 
 from __future__ import annotations
 
-import sys
 from array import array
-from pathlib import Path
 from typing import Any, NamedTuple
 
-PLATFORM_DIR = Path(__file__).resolve().parents[1] / "support" / "sglang_cpu_platform"
 PAGE = 4
 POOL_TOKENS = 256
 HOST_BUDGET_BYTES = 1 << 30  # booked against SGLang's own budget scope, not the machine's
@@ -39,9 +36,7 @@ class HiCacheStack(NamedTuple):
 def build_hicache_cache(*, tree_core: str = "rust", hicache: bool = True,
                         write_policy: str = "write_through") -> HiCacheStack:
     """A fresh UnifiedRadixCache on a 256-token pool; with its HiCache host tier (ratio 2)."""
-    if str(PLATFORM_DIR) not in sys.path:
-        sys.path.insert(0, str(PLATFORM_DIR))
-    import hicache_cpu
+    from kvctl.sandbox import hicache_cpu
 
     from engine_adapter.embedded.config import EngineConfig
     from engine_adapter.embedded.sglang_runtime import build_components

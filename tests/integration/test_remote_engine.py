@@ -1,6 +1,6 @@
 """RemoteEngine against a loopback SGLang: real cache, publisher, metrics and server info.
 
-The loopback (engine_adapter/remote/loopback.py) serves what SGLang's own code produces:
+The loopback (tests/support/loopback.py) serves what SGLang's own code produces:
 `/metrics` rendered by prometheus_client from SGLang's SchedulerMetricsCollector (fed by
 SchedulerPoolStatsObserver), TokenizerMetricsCollector and the cache's
 RadixCacheMetricsCollector; `/server_info` from `build_server_info` plus the fields
@@ -17,9 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from engine_adapter.protocol import SnapshotSource
-from engine_adapter.remote.fault_relay import FaultRelay
+from support.fault_relay import FaultRelay
 from remote_support import PAGE, TINY, prompt
-from engine_adapter.remote.loopback_http import LoopbackHttp
+from support.loopback_http import LoopbackHttp
 from engine_adapter.remote.reconcile import DriftTolerance
 from engine_adapter.remote.remote_engine import RemoteEngine
 from kvctl.cli.app import app

@@ -1,7 +1,7 @@
 """The KV-event mirror against SGLang's own publisher and cache, on loopback.
 
 A real UnifiedRadixCache (Rust tree core, CPU) publishes through SGLang's own
-ZmqEventPublisher (engine_adapter/remote/loopback.py). The oracle for "the mirror equals
+ZmqEventPublisher (tests/support/loopback.py). The oracle for "the mirror equals
 the tree" is independent of the events: for every prompt ever inserted, the tree's own
 match_prefix gives the resident prefix, and SGLang's own get_hash_str hashes its pages.
 Faults go through a real ZMQ relay (fault_relay.py) that drops or corrupts messages; the
@@ -16,7 +16,7 @@ import time
 import pytest
 
 from engine_adapter.remote.event_stream import EventStream
-from engine_adapter.remote.fault_relay import FaultRelay
+from support.fault_relay import FaultRelay
 from remote_support import PAGE, TINY, prompt
 from engine_adapter.remote.routing import namespace_seed, namespaced, page_hashes
 

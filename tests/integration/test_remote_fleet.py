@@ -1,6 +1,6 @@
 """A fleet of two loopback SGLang workers in their own processes, and cache-aware routing.
 
-Each worker is `python -m engine_adapter.remote.loopback_demo`: a real UnifiedRadixCache,
+Each worker is `python -m support.loopback_demo` (tests/support): a real UnifiedRadixCache,
 ZmqEventPublisher and SGLang metrics collectors in a separate process (so each has its own
 Prometheus registry, as real servers do). Worker A serves a workload whose next turn is
 written to a prompt file; worker B serves a different workload (another seed).
@@ -9,6 +9,7 @@ written to a prompt file; worker B serves a different workload (another seed).
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def start_worker(tmp: Path, name: str, seed: int) -> tuple[subprocess.Popen, Pat
         [
             sys.executable,
             "-m",
-            "engine_adapter.remote.loopback_demo",
+            "support.loopback_demo",
             "--page-size",
             str(PAGE),
             "--pool-tokens",
@@ -50,6 +51,7 @@ def start_worker(tmp: Path, name: str, seed: int) -> tuple[subprocess.Popen, Pat
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{REPO}"},
     )
     return proc, ready, prompt
 

@@ -79,13 +79,15 @@ def test_inspect_without_plugin_leaves_plugin_fields_none(loopback_demo_url):
 
 def test_inspect_with_plugin_shows_its_fields(loopback_demo_url, endpoint, engine_snapshot):
     """--plugin-url: the plugin's protected, private, delta_ref, leases, funnel and tree
-    nodes appear; the pool gauges stay SGLang's (the demo's 512-token pool)."""
+    nodes appear; every ledger term is the plugin's one sample (its 2,048-token pool, the
+    terms summing to it), SGLang's own gauges beside it as `server_ledger` (512)."""
     doc = doc_of(inspect("--url", loopback_demo_url, "--plugin-url", endpoint.url))
     snap, ref = doc["snapshot"], engine_snapshot
     assert doc["plugin"]["state"] == "ok" and snap["info"]["engine"] == "remote+plugin"
     assert (snap["ledger"]["protected_tokens"], snap["ledger"]["private_tokens"]) == (
         192, ref.ledger.private_tokens)
-    assert snap["ledger"]["pool_tokens"] == 512  # SGLang's own gauge, not the plugin's 2048
+    assert snap["ledger"]["pool_tokens"] == 2048 == doc["derived"]["ledger_terms_tokens"]
+    assert snap["server_ledger"]["pool_tokens"] == 512  # SGLang's own gauge, kept beside
     assert (doc["derived"]["delta_ref_max"], snap["refs"]["leases"]) == (0, 1)
     stages = {st["name"]: st["requests"] for st in snap["funnel"]["stages"]}
     assert stages == {st.name: st.requests for st in ref.funnel.stages}
@@ -194,7 +196,9 @@ def test_exporter_reexports_plugin_fields_under_the_embedded_names(
     assert exporter.returncode == 0, exporter.stderr
     assert sample(live, "kvctl_pool_tokens", state="protected") == 192.0
     assert sample(live, "kvctl_pool_tokens", state="private") == float(ref.ledger.private_tokens)
-    assert sample(live, "kvctl_pool_capacity_tokens") == 512.0  # SGLang's gauge
+    # the ledger is the plugin's one sample; SGLang's gauges beside it, labelled as SGLang's
+    assert sample(live, "kvctl_pool_capacity_tokens") == float(ref.ledger.pool_tokens)
+    assert sample(live, "kvctl_sglang_pool_tokens", state="capacity") == 512.0
     assert (sample(live, "kvctl_delta_ref_max"), sample(live, "kvctl_ref_leases")) == (0.0, 1.0)
     assert sample(live, "kvctl_funnel_requests_total", stage="authorized") == float(authorized)
     assert sample(live, "kvctl_steps_total") == float(ref.counters.steps)
@@ -230,7 +234,9 @@ def test_inspect_table_shows_the_plugin_rows(loopback_demo_url, endpoint, engine
                                       "--plugin-url", endpoint.url])
     assert result.exit_code == 0, result.output
     lines = [" ".join(line.split()) for line in result.output.splitlines()]
-    private = f"{engine_snapshot.ledger.private_tokens:,}"
-    assert f"protected / private 192 / {private}" in lines
+    led = engine_snapshot.ledger
+    assert (f"free / evictable / protected / private {led.free_tokens:,} / "
+            f"{led.evictable_tokens:,} / 192 / {led.private_tokens:,} (sum "
+            f"{led.pool_tokens:,} = pool)") in lines
     assert f"kvctl plugin ok {endpoint.url}" in lines
     assert "delta_ref max / leases (seed 000 0x04B) 0 / 1" in lines

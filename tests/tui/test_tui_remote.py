@@ -1,6 +1,6 @@
 """The monitor on a remote, read-only source: a RemoteEngine attached over real HTTP and
 ZMQ to SGLang's own cache, metrics collectors and KV-event publisher, served by
-`python -m engine_adapter.remote.loopback_demo` in a separate process.
+`python -m support.loopback_demo` (tests/support) in a separate process.
 
 Keys that would change the server (p, s, f) are refused with a notice, and every panel
 whose data SGLang does not publish says "not observable (remote)".
@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def demo_url(tmp_path_factory):
     ready = tmp_path_factory.mktemp("loopback") / "url"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine_adapter.remote.loopback_demo", "--ready-file", str(ready)],
+        [sys.executable, "-m", "support.loopback_demo", "--ready-file", str(ready)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"},
     )  # fmt: skip
     deadline = time.monotonic() + 180
     while not ready.exists() or not ready.read_text():

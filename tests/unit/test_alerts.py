@@ -142,12 +142,36 @@ def test_unauthorized_lookups_raise_security_boundary_pressure():
     assert alerts == {"security_boundary_pressure": "unauthorized+=1 cross_namespace+=0"}
 
 
-def test_admission_ceiling_on_u_kv_above_tau_high():
-    """seed 003: U_KV = (pool - free) / pool = 0.9375 > tau_high 0.88."""
+def test_admission_ceiling_quiet_on_a_warm_healthy_server():
+    """U_KV 0.99 (a warm radix cache: 70% of the pool evictable), token_usage 0.3, no
+    retraction or allocation failure: the ceiling stays quiet (evictable tokens absorb)."""
+    warm = dataclasses.replace(LEDGER, free_tokens=10, evictable_tokens=707, used_tokens=307,
+                               protected_tokens=200, private_tokens=107)
+    assert (round(warm.u_kv, 2), round(warm.token_usage, 2)) == (0.99, 0.30)
+    evaluator = AlertEvaluator(AlertThresholds(tau_high=0.88))
+    evaluator.evaluate(_inputs(ledger=warm, counters=Counters(retractions=3)))
+    assert evaluator.evaluate(_inputs(ledger=warm, counters=Counters(retractions=3))) == ()
+
+
+def test_admission_ceiling_fires_at_a_real_wall():
+    """U_KV 0.9375 > 0.88 with token_usage 0.9375 > 0.9: evictable tokens cannot absorb."""
+    wall = dataclasses.replace(LEDGER, free_tokens=64, evictable_tokens=0, used_tokens=960,
+                               protected_tokens=128, private_tokens=832)
+    (alert,) = AlertEvaluator(AlertThresholds(tau_high=0.88)).evaluate(_inputs(ledger=wall))
+    assert (alert.name, alert.evidence) == (
+        "admission_ceiling", "U_KV=0.938 > tau_high=0.88 and token_usage=0.938 > 0.9")
+
+
+def test_admission_ceiling_fires_when_retractions_rise():
+    """U_KV 0.9375, token_usage only 0.4375, but SGLang retracted 2 requests since the last
+    evaluation: the wall is real even though much of the pool is still evictable."""
     busy = dataclasses.replace(LEDGER, free_tokens=64, evictable_tokens=512, used_tokens=448,
                                private_tokens=320)
-    (alert,) = AlertEvaluator(AlertThresholds(tau_high=0.88)).evaluate(_inputs(ledger=busy))
-    assert (alert.name, alert.evidence) == ("admission_ceiling", "U_KV=0.938 > tau_high=0.88")
+    evaluator = AlertEvaluator(AlertThresholds(tau_high=0.88))
+    assert evaluator.evaluate(_inputs(ledger=busy, counters=Counters(retractions=5))) == ()
+    (alert,) = evaluator.evaluate(_inputs(ledger=busy, counters=Counters(retractions=7)))
+    assert (alert.name, alert.evidence) == (
+        "admission_ceiling", "U_KV=0.938 > tau_high=0.88 and retractions+=2")
 
 
 def test_hit_rate_collapse_after_a_harness_change():

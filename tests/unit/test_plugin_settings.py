@@ -86,3 +86,41 @@ def test_whatif_rate_defaults_to_one_percent_and_refuses_a_rate_above_one():
     assert PluginSettings.from_env({"KVCTL_PLUGIN_WHATIF_RATE": "0"}).whatif_rate == 0.0
     with pytest.raises(InputError, match="KVCTL_PLUGIN_WHATIF_RATE=1.5 must be a rate in"):
         PluginSettings.from_env({"KVCTL_PLUGIN_WHATIF_RATE": "1.5"})
+
+
+@pytest.mark.parametrize(("environ", "refused"), [
+    ({}, False),                                                    # loopback default
+    ({"KVCTL_PLUGIN_HOST": "::1"}, False),
+    ({"KVCTL_PLUGIN_HOST": "localhost"}, False),
+    ({"KVCTL_PLUGIN_HOST": "0.0.0.0"}, True),
+    ({"KVCTL_PLUGIN_HOST": "::"}, True),
+    ({"KVCTL_PLUGIN_HOST": "10.0.0.7"}, True),
+    ({"KVCTL_PLUGIN_HOST": "gpu-7.internal"}, True),               # a name: assume reachable
+    ({"KVCTL_PLUGIN_HOST": "0.0.0.0", "KVCTL_PLUGIN_TOKEN": "s3cret"}, False),
+    ({"KVCTL_PLUGIN_HOST": "0.0.0.0", "KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED": "1"}, False),
+    ({"KVCTL_PLUGIN_HOST": "0.0.0.0", "KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED": "0"}, True),
+])
+def test_a_public_bind_needs_a_token_or_an_explicit_opt_out(environ, refused):
+    """Loopback binds serve; any other bind without KVCTL_PLUGIN_TOKEN is refused unless
+    KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED=1."""
+    assert (PluginSettings.from_env(environ).bind_refusal() is not None) is refused
+
+
+def test_refusal_names_the_fix_and_the_opt_out_is_warned():
+    """The refusal names the token, loopback and the opt-out; the opt-out gives a warning,
+    a token none."""
+    public = {"KVCTL_PLUGIN_HOST": "0.0.0.0", "KVCTL_PLUGIN_PORT": "31000"}
+    assert PluginSettings.from_env(public).bind_refusal() == (
+        "not serving on 0.0.0.0:31000: a non-loopback bind needs KVCTL_PLUGIN_TOKEN (set it, "
+        "and pass --plugin-token to kvctl), or KVCTL_PLUGIN_HOST=127.0.0.1, or "
+        "KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED=1 to serve it to anyone who can reach the port")
+    opted = PluginSettings.from_env({**public, "KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED": "1"})
+    assert opted.exposure_warning().startswith("serving /snapshot, /receipts and /records on "
+                                               "0.0.0.0 WITHOUT authentication")
+    assert PluginSettings.from_env({**public, "KVCTL_PLUGIN_TOKEN": "t"}).exposure_warning() is None
+
+
+def test_opt_out_switch_takes_only_0_or_1():
+    """KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED=yes is an InputError naming the variable."""
+    with pytest.raises(InputError, match=r"^KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED='yes' must be 1"):
+        PluginSettings.from_env({"KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED": "yes"})

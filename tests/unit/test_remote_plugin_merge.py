@@ -44,15 +44,20 @@ def remote():
                           metrics=parse_metrics(METRICS), stream=None, shape=None)
 
 
-def test_remote_numbers_stay_and_none_fields_are_filled():
-    """SGLang's pool gauges are kept (not the plugin's 12-token pool); protected 5 and
-    private 2 come from the plugin, which the remote read has as None."""
+def test_the_ledger_is_the_plugins_one_sample_and_sglangs_gauges_stay_beside_it():
+    """Every ledger term is the plugin's (12 = 3 free + 2 evictable + 5 protected + 2
+    private, residual 0), never SGLang's 600 free beside the plugin's 5 protected; SGLang's
+    own gauges (1024 = 600 + 300 + 124) stay readable as `server_ledger`."""
     merged = merge(remote(), seed_snapshot(), plugin_url=PLUGIN)
     ledger = merged.ledger
     assert (ledger.pool_tokens, ledger.free_tokens, ledger.evictable_tokens,
-            ledger.used_tokens) == (1024, 600, 300, 124)
-    assert (ledger.protected_tokens, ledger.private_tokens) == (5, 2)
-    assert (merged.seq, merged.info.engine, merged.info.page_size) == (4, "remote+plugin", 16)
+            ledger.protected_tokens, ledger.private_tokens, ledger.used_tokens,
+            ledger.residual_tokens) == (12, 3, 2, 5, 2, 7, 0)
+    server = merged.server_ledger
+    assert (server.pool_tokens, server.free_tokens, server.evictable_tokens,
+            server.used_tokens, server.protected_tokens) == (1024, 600, 300, 124, None)
+    assert (merged.seq, merged.info.engine, merged.info.page_size,
+            merged.info.pool_tokens) == (4, "remote+plugin", 16, 12)
 
 
 def test_refs_funnel_and_counters_come_from_the_plugin():

@@ -77,7 +77,26 @@ def ledger_text(snapshot: Snapshot) -> Text:
         text.append(
             f"\nprotected / private split and tail waste: {fmt.unobservable(snapshot)}", style="dim"
         )
+    _other_samples(text, snapshot)
     return text
+
+
+def _other_samples(text: Text, snapshot: Snapshot) -> None:
+    """With the plugin the rows above are its one sample; SGLang's own gauges (they lag:
+    refreshed per logged batch) and each DP rank's sample follow, labelled."""
+    server = snapshot.server_ledger
+    if server is not None:
+        text.append(f"\nSGLang /metrics (lags): free {server.free_tokens:,}  evictable "
+                    f"{server.evictable_tokens:,}  used {server.used_tokens:,}", style="dim")
+    for rank, led in enumerate(snapshot.rank_ledgers):
+        text.append(f"\nDP rank {rank}: free {led.free_tokens:,}  evictable "
+                    f"{led.evictable_tokens:,}  protected {_count(led.protected_tokens)}  "
+                    f"private {_count(led.private_tokens)}  of {led.pool_tokens:,}",
+                    style="dim")
+
+
+def _count(tokens: int | None) -> str:
+    return fmt.DASH if tokens is None else f"{tokens:,}"
 
 
 class LedgerTable(SnapshotStatic):

@@ -1,6 +1,7 @@
-"""Run a loopback SGLang stand-in to point `kvctl inspect` at (needs torch and sglang).
+"""TEST-ONLY: run the loopback SGLang stand-in in a process of its own (needs torch and
+sglang); users run `kvctl sandbox`, SGLang's real server, instead.
 
-    python -m engine_adapter.remote.loopback_demo [--page-size 4] [--pool-tokens 512]
+    PYTHONPATH=tests:. python -m support.loopback_demo [--page-size 4] [--pool-tokens 512]
         [--prompts 12] [--seed 0] [--prompt-out prompt.json] [--ready-file F]
 
 Serves a deterministic agent-like workload (a shared system prompt and three conversations
@@ -18,7 +19,7 @@ import signal
 import threading
 from pathlib import Path
 
-from engine_adapter.remote.loopback import LoopbackServer
+from support.loopback import LoopbackServer
 
 
 def workload(server: LoopbackServer, *, prompts: int, seed: int) -> list[int]:

@@ -11,7 +11,8 @@ insert, lock while running) and a stdlib HTTP server in place of FastAPI.
 
 SGLang's collectors register in prometheus_client's global registry, so one process can
 host one metrics-enabled LoopbackServer; build others with `metrics=False`.
-Run `python -m engine_adapter.remote.loopback_demo` for a demo server to point `kvctl inspect` at.
+TEST-ONLY (tests/support): `kvctl sandbox` is the real server for users; `python -m
+support.loopback_demo` (PYTHONPATH=tests:.) runs this stand-in in a process of its own.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from engine_adapter.remote.loopback_http import LoopbackHttp
+from support.loopback_http import LoopbackHttp
 from kvctl.errors import RuntimeFailure
 from kvctl.util.pages import ceil_div
 

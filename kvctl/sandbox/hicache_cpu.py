@@ -1,4 +1,4 @@
-"""TEST-ONLY: SGLang's HiCache (`--enable-hierarchical-cache`) on a plain CPU, via SGLang's seams.
+"""SANDBOX-ONLY: SGLang's HiCache (`--enable-hierarchical-cache`) on a plain CPU, via SGLang's seams.
 
 Why it exists: SGLang 0.5.23 builds the host pool of a plain MHA device pool in
 `hybrid_pool_assembler.build_kv_host_pool`, which constructs `MHATokenToKVPoolHost` without a
@@ -28,7 +28,8 @@ load queues, acks and layer counters (streams and events are `torch.cpu`'s, whic
 `get_device_module()` returns here), host slot allocation and eviction, the metrics.
 The server therefore needs `--hicache-io-backend direct --hicache-mem-layout layer_first`;
 other flags are refused at start-up with that message. L3 storage backends are refused too
-(not tried here). Called from `kvctl_test_cpu_platform.TorchNativeCpuPlatform.init_backend`.
+(not tried here). Called from `kvctl.sandbox.cpu_platform.TorchNativeCpuPlatform.init_backend`, so it is
+active only in `kvctl sandbox`'s and the e2e tests' servers, never in a user's own.
 """
 
 from __future__ import annotations

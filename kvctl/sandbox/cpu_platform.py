@@ -1,7 +1,8 @@
-"""TEST-ONLY: an out-of-tree SGLang platform that runs `sglang.launch_server` on a plain CPU.
+"""`kvctl sandbox` only: an out-of-tree SGLang platform that runs `sglang.launch_server` on a
+plain CPU.
 
 Why it exists: SGLang 0.5.23's in-tree CPU platform (`SGLANG_USE_CPU_ENGINE=1`) calls
-`sgl_kernel`'s CPU ops (built for AVX-512 Intel CPUs; no wheel for this machine), and without
+`sgl_kernel`'s CPU ops (built for AVX-512 Intel CPUs; no wheel for most machines), and without
 it the CPU device falls through to CUDA-or-vllm kernels (`RotaryEmbedding` imports
 `vllm._custom_ops`). An out-of-tree platform is SGLang's own seam for other hardware
 (`sglang/srt/platforms/interface.py`, entry-point group `sglang.srt.platforms`): with
@@ -14,9 +15,12 @@ What it changes: nothing on disk and no SGLang code. It is the CPU device mixin 
 Everything above the math kernels (HTTP server, tokenizer manager, scheduler, radix tree,
 allocator, metrics, KV-event publisher) is SGLang's real code.
 
-How it is found: only by a server subprocess whose PYTHONPATH holds this directory plus a
-generated `*.dist-info/entry_points.txt` (tests/e2e/sglang_server.py writes it), started with
-`SGLANG_PLATFORM=kvctl_test_cpu`. kvctl never imports this module.
+Scope: never active in a user's own server. kvctl's package metadata declares no
+`sglang.srt.platforms` entry point (tests/unit/test_sandbox_scope.py checks that); the only
+registration is the `*.dist-info/entry_points.txt` that kvctl/sandbox/launcher.py writes into
+the sandbox's temp directory, on the sandbox server's PYTHONPATH only, selected with
+`SGLANG_PLATFORM=kvctl_sandbox_cpu`. Nothing in kvctl imports this module; only that server
+process does (it imports SGLang at module import time).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from sglang.srt.platforms.cpu import CpuDeviceMixin
 from sglang.srt.platforms.device_mixin import PlatformEnum
 from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
 
-ENTRY_POINT_NAME = "kvctl_test_cpu"
+ENTRY_POINT_NAME = "kvctl_sandbox_cpu"
 
 
 class TorchNativeCpuPlatform(CpuDeviceMixin, SRTPlatform):
@@ -44,7 +48,7 @@ class TorchNativeCpuPlatform(CpuDeviceMixin, SRTPlatform):
         return False
 
     def init_backend(self) -> None:
-        import hicache_cpu  # beside this file: SGLang's HiCache on this CPU (see its docstring)
+        from kvctl.sandbox import hicache_cpu  # SGLang's HiCache on this CPU (its docstring)
 
         hicache_cpu.register()
 

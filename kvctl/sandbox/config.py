@@ -1,0 +1,79 @@
+"""What a sandbox server is started with (pure: no I/O).
+
+Each field maps onto one `sglang.launch_server` argument or one KVCTL_PLUGIN_* variable;
+`check()` refuses what SGLang would refuse only after a minute of start-up, naming the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvctl.errors import InputError
+
+# sglang/srt/arg_groups/choices.py RADIX_EVICTION_POLICY_CHOICES (0.5.23): the server's own
+# list (kvctl replay knows more policies: the server refuses fifo, mru and filo).
+SERVER_EVICTION_POLICIES = ("lru", "lfu", "slru", "priority", "tlru")
+# sglang/srt/arg_groups/fields/schedule.py `schedule_policy` choices (0.5.23).
+SCHEDULE_POLICIES = ("fcfs", "lpm", "random", "dfs-weight", "lof", "priority", "routing-key",
+                     "hrrn", "shortest-prefill-first")
+MAX_DP = 16  # one CPU core per rank (SGLANG_CPU_OMP_THREADS_BIND)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxConfig:
+    """port 0: pick free ports. plugin_port 0: a free block of dp_size ports (else that base)."""
+
+    page_size: int = 4
+    pool_tokens: int = 4096
+    context_length: int = 1024
+    max_running: int = 8
+    dp_size: int = 1
+    eviction: str = "lru"
+    schedule_policy: str = "fcfs"
+    plugin: bool = True
+    record: bool = False
+    host: str = "127.0.0.1"
+    port: int = 30000
+    plugin_port: int = 30100
+    plugin_ledger_s: float = 0.5
+    extra_args: tuple[str, ...] = ()
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """InputError naming the option, before anything starts."""
+        if self.page_size < 1:
+            raise InputError(f"--page-size must be at least 1, got {self.page_size}")
+        if self.pool_tokens < 2 * self.page_size:
+            raise InputError(f"--pool-tokens {self.pool_tokens} holds fewer than two pages of "
+                             f"{self.page_size}; give at least {2 * self.page_size}")
+        if self.context_length < 2 * self.page_size:
+            raise InputError(f"--context-length {self.context_length} holds fewer than two "
+                             f"pages of {self.page_size}")
+        if not 1 <= self.dp_size <= MAX_DP:
+            raise InputError(f"--dp-size must be between 1 and {MAX_DP}, got {self.dp_size}")
+        if self.eviction not in SERVER_EVICTION_POLICIES:
+            raise InputError(f"--eviction {self.eviction!r} is not one SGLang's server takes; "
+                             f"valid: {', '.join(SERVER_EVICTION_POLICIES)}")
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise InputError(f"--schedule-policy {self.schedule_policy!r} is unknown; "
+                             f"valid: {', '.join(SCHEDULE_POLICIES)}")
+
+    def server_args(self, *, port: int, events: dict) -> list[str]:
+        """The `sglang.launch_server` arguments after `--model-path DIR`."""
+        import json
+
+        return [
+            "--load-format", "dummy", "--skip-tokenizer-init", "--device", "cpu",
+            "--attention-backend", "torch_native", "--disable-cuda-graph",
+            "--host", self.host, "--port", str(port),
+            "--page-size", str(self.page_size), "--max-total-tokens", str(self.pool_tokens),
+            # --max-total-tokens sizes the pool; the fraction is only SGLang's check that
+            # memory did not shrink while it loaded (other processes, other DP ranks)
+            "--context-length", str(self.context_length), "--mem-fraction-static", "0.3",
+            "--max-running-requests", str(self.max_running), "--enable-metrics",
+            "--radix-eviction-policy", self.eviction, "--schedule-policy", self.schedule_policy,
+            "--dp-size", str(self.dp_size),
+            # SGLang's warm-up races a readiness flush; SandboxServer.start sends its own
+            "--skip-server-warmup",
+            "--kv-events-config", json.dumps(events), *self.extra_args,
+        ]  # fmt: skip

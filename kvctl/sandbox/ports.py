@@ -1,0 +1,56 @@
+"""Ports for a sandbox server: checked before a minute of start-up is spent, never guessed.
+
+SGLang offsets a DP rank's KV-event endpoints by the rank (`ZmqEventPublisher.
+offset_endpoint_port`), and kvctl's plugin serves rank r on `KVCTL_PLUGIN_PORT + r`
+(engine_adapter/plugin/settings.py), so those roles need a block of dp_size consecutive ports::
+
+    base      base+1   ...  base+dp_size-1
+    rank 0    rank 1        rank dp_size-1
+
+A free block is found by binding every port of it at once on the host, then releasing them
+just before the server starts (a small race another process could win; the server's start
+then fails with SGLang's own "address already in use" in the one-line error).
+"""
+
+from __future__ import annotations
+
+import socket
+from contextlib import ExitStack
+
+from kvctl.errors import InputError
+
+_TRIES = 64
+
+
+def _bind(stack: ExitStack, host: str, port: int) -> int:
+    sock = stack.enter_context(socket.socket())
+    sock.bind((host, port))
+    return sock.getsockname()[1]
+
+
+def free_block(size: int, host: str = "127.0.0.1") -> int:
+    """The first port of `size` consecutive ports that are all free on `host` right now."""
+    for _ in range(_TRIES):
+        with ExitStack() as stack:
+            base = _bind(stack, host, 0)
+            if base + size - 1 > 65535:
+                continue
+            try:
+                for offset in range(1, size):
+                    _bind(stack, host, base + offset)
+            except OSError:
+                continue
+            return base
+    raise OSError(f"no block of {size} free consecutive ports on {host} after {_TRIES} tries")
+
+
+def require_free(option: str, base: int, size: int, host: str = "127.0.0.1") -> None:
+    """InputError naming `option` when any of base .. base+size-1 is taken on `host`."""
+    for port in range(base, base + size):
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError as exc:
+                raise InputError(f"{option}: port {port} on {host} is in use ({exc.strerror}); "
+                                 f"stop what holds it, or give {option} 0 for free ports"
+                                 ) from None

@@ -1,0 +1,137 @@
+"""Numbers that reconcile on SGLang's real server on this CPU, under traffic (issue 26 item 3).
+
+With kvctl's plugin every ledger term `inspect`, `monitor` and the exporter show is the
+plugin's one sample, so free + evictable + protected + private = pool in every read, while
+requests hold KV (leases > 0 in some reads); SGLang's own /metrics gauges stay beside it as
+`server_ledger` / `kvctl_sglang_pool_tokens`. With `--dp-size 2` (one core per rank) every
+rank's plugin is read: per-rank ledgers, each balancing against its own pool, their sum as
+the ledger, per-rank labels in the exporter. Traffic is the sandbox's own shared-prefix
+workload, sized for the e2e pool (prompts of 64-128 tokens, replies of 8-24).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from e2e.kvctl_cli import kvctl
+from e2e.sglang_server import PAGE, POOL_TOKENS, SGLangServer, skip_reason
+from kvctl.sandbox.config import SandboxConfig
+from kvctl.sandbox.traffic import Traffic, TrafficShape
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SHAPE = TrafficShape(prefixes=2, prefix_tokens=64, turn_min=8, turn_max=64, reply_min=8,
+                     reply_max=24, workers=3, seed=7)
+READS = 6
+
+
+def _server(tmp_path_factory, name: str, dp_size: int) -> SGLangServer:
+    if reason := skip_reason():
+        pytest.skip(reason)
+    config = SandboxConfig(page_size=PAGE, pool_tokens=POOL_TOKENS, context_length=512,
+                           dp_size=dp_size, plugin=True, plugin_ledger_s=0.2)
+    server = SGLangServer(tmp_path_factory.mktemp(name), config=config)
+    server.start()
+    return server
+
+
+def _inspect(url: str) -> dict:
+    done = kvctl("inspect", "--url", url, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _balances(ledger: dict) -> bool:
+    terms = (ledger["free_tokens"] + ledger["evictable_tokens"] + ledger["protected_tokens"]
+             + ledger["private_tokens"])
+    return terms == ledger["pool_tokens"] and ledger["used_tokens"] == (
+        ledger["protected_tokens"] + ledger["private_tokens"])
+
+
+def _scrape(url: str) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        body = reply.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(body) for s in f.samples}
+
+
+def _pool_terms(samples, name="kvctl_pool_tokens", **labels) -> float:
+    return sum(samples[(name, tuple(sorted({**labels, "state": state}.items())))]
+               for state in ("free", "evictable", "protected", "private"))
+
+
+@pytest.fixture(scope="module")
+def plugin_server(tmp_path_factory):
+    server = _server(tmp_path_factory, "reconcile", dp_size=1)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_inspect_and_monitor_ledgers_sum_to_the_pool_in_every_read_under_traffic(plugin_server):
+    """Six `inspect --json` reads and one `monitor --json` while three senders keep requests
+    in flight: in each, free + evictable + protected + private = 1,024 and used = protected
+    + private; at least one read caught leases > 0 (requests held KV); SGLang's gauges are
+    there beside it as server_ledger, with the same pool."""
+    with Traffic(plugin_server.url, SHAPE):
+        docs = [_inspect(plugin_server.url) for _ in range(READS)]
+        monitor = kvctl("monitor", "--url", plugin_server.url, "--json", "--refresh", "0.5")
+    assert monitor.returncode == 0, monitor.stderr
+    ledgers = [d["snapshot"]["ledger"] for d in docs]
+    ledgers.append(json.loads(monitor.stdout)["snapshot"]["ledger"])
+    assert [x["pool_tokens"] for x in ledgers] == [POOL_TOKENS] * (READS + 1)
+    assert all(_balances(x) for x in ledgers), ledgers
+    assert [d["derived"]["ledger_terms_tokens"] for d in docs] == [POOL_TOKENS] * READS
+    assert max(d["snapshot"]["refs"]["leases"] for d in docs) > 0
+    assert all(d["snapshot"]["server_ledger"]["pool_tokens"] == POOL_TOKENS for d in docs)
+    assert all(d["plugin"]["state"] == "ok" for d in docs)
+
+
+def test_exporter_pool_states_sum_to_the_capacity_under_traffic(plugin_server):
+    """`kvctl exporter --url`: in each of three scrapes under traffic, kvctl_pool_tokens over
+    its four states equals kvctl_pool_capacity_tokens; SGLang's own capacity is exported
+    beside it as kvctl_sglang_pool_tokens{state="capacity"}."""
+    from support.telemetry_fixtures import ExporterProcess
+
+    with Traffic(plugin_server.url, SHAPE), ExporterProcess(
+            "--url", plugin_server.url, "--interval", "0.3") as exporter:
+        scrapes = [_scrape(exporter.url) for _ in range(3)]
+    for samples in scrapes:
+        assert _pool_terms(samples) == samples[("kvctl_pool_capacity_tokens", ())] == POOL_TOKENS
+        assert samples[("kvctl_sglang_pool_tokens", (("state", "capacity"),))] == POOL_TOKENS
+
+
+def test_dp_2_reads_every_rank_and_sums_them(tmp_path_factory):
+    """--dp-size 2 (SGLANG_CPU_OMP_THREADS_BIND=0|1): inspect shows two rank ledgers, each
+    balancing against its own 1,024-token pool, and their sum (2,048) as the ledger; the
+    exporter labels each rank (kvctl_rank_pool_tokens{dp_rank}) and its pool states sum to
+    2,048."""
+    from support.telemetry_fixtures import ExporterProcess
+
+    server = _server(tmp_path_factory, "reconcile-dp2", dp_size=2)
+    try:
+        assert server.server_info()["kvctl_plugin"]["dp_size"] == 2
+        with Traffic(server.url, SHAPE):
+            docs = [_inspect(server.url) for _ in range(3)]
+            with ExporterProcess("--url", server.url, "--interval", "0.3") as exporter:
+                samples = _scrape(exporter.url)
+    finally:
+        server.stop()
+    for doc in docs:
+        snap = doc["snapshot"]
+        assert [r["pool_tokens"] for r in snap["rank_ledgers"]] == [POOL_TOKENS, POOL_TOKENS]
+        assert all(_balances(r) for r in snap["rank_ledgers"]), snap["rank_ledgers"]
+        assert snap["ledger"]["pool_tokens"] == 2 * POOL_TOKENS and _balances(snap["ledger"])
+        for term in ("free_tokens", "evictable_tokens", "protected_tokens", "private_tokens"):
+            assert snap["ledger"][term] == sum(r[term] for r in snap["rank_ledgers"])
+    assert _pool_terms(samples) == 2 * POOL_TOKENS
+    for rank in ("0", "1"):
+        assert samples[("kvctl_rank_pool_tokens",
+                        (("dp_rank", rank), ("state", "capacity")))] == POOL_TOKENS
+        assert _pool_terms(samples, "kvctl_rank_pool_tokens", dp_rank=rank) == POOL_TOKENS
