@@ -16,7 +16,7 @@ import signal
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -43,6 +43,12 @@ def sandbox_command(
                                       "lru, lfu, slru, priority, tlru.")] = "lru",
     schedule_policy: Annotated[str, Opt(help="SGLang's --schedule-policy (fcfs, lpm, ...).")]
     = "fcfs",
+    hicache_ratio: Annotated[Optional[float], Opt(help=(
+        "Turn on SGLang's HiCache: a host-memory tier of RATIO x the device pool "
+        "(--enable-hierarchical-cache --hicache-ratio; docs/hicache.md)."))] = None,
+    hicache_write_policy: Annotated[str, Opt(help=(
+        "With --hicache-ratio: write_through, write_through_selective or write_back."))]
+    = "write_through",
     record: Annotated[bool, Opt("--record", help="Let `kvctl record` take a trace from it "
                                                  "(KVCTL_RECORD=1).")] = False,
     traffic: Annotated[bool, Opt("--traffic", help="Send a built-in shared-prefix workload "
@@ -59,6 +65,7 @@ def sandbox_command(
         port=port, plugin_port=plugin_port if port else 0, page_size=page_size,
         pool_tokens=pool_tokens, context_length=context_length, max_running=max_running,
         dp_size=dp_size, eviction=eviction, schedule_policy=schedule_policy, record=record,
+        hicache_ratio=hicache_ratio, hicache_write_policy=hicache_write_policy,
     )  # fmt: skip
     config.check()
     workdir = Path(tempfile.mkdtemp(prefix="kvctl-sandbox-"))

@@ -17,6 +17,10 @@ SERVER_EVICTION_POLICIES = ("lru", "lfu", "slru", "priority", "tlru")
 SCHEDULE_POLICIES = ("fcfs", "lpm", "random", "dfs-weight", "lof", "priority", "routing-key",
                      "hrrn", "shortest-prefill-first")
 MAX_DP = 16  # one CPU core per rank (SGLANG_CPU_OMP_THREADS_BIND)
+# sglang/srt/arg_groups/fields/memory.py `hicache_write_policy` choices (0.5.23).
+HICACHE_WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
+# The only I/O backend and layout the sandbox's CPU strategy implements (hicache_cpu.py).
+HICACHE_CPU_FLAGS = ("--hicache-io-backend", "direct", "--hicache-mem-layout", "layer_first")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +40,8 @@ class SandboxConfig:
     port: int = 30000
     plugin_port: int = 30100
     plugin_ledger_s: float = 0.5
+    hicache_ratio: float | None = None  # SGLang's HiCache host pool = ratio x the device pool
+    hicache_write_policy: str = "write_through"
     extra_args: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -54,6 +60,15 @@ class SandboxConfig:
         if self.eviction not in SERVER_EVICTION_POLICIES:
             raise InputError(f"--eviction {self.eviction!r} is not one SGLang's server takes; "
                              f"valid: {', '.join(SERVER_EVICTION_POLICIES)}")
+        if self.hicache_ratio is not None and not (self.hicache_ratio > 1.0
+                                                   and self.hicache_ratio < float("inf")):
+            # pool_host/base.py: a host pool no larger than the device pool is useless (SGLang
+            # warns and runs); kvctl refuses it up front, before a minute of start-up
+            raise InputError(f"--hicache-ratio must be a finite number above 1 (host pool = "
+                             f"ratio x device pool), got {self.hicache_ratio}")
+        if self.hicache_write_policy not in HICACHE_WRITE_POLICIES:
+            raise InputError(f"--hicache-write-policy {self.hicache_write_policy!r} is unknown; "
+                             f"valid: {', '.join(HICACHE_WRITE_POLICIES)}")
         if self.schedule_policy not in SCHEDULE_POLICIES:
             raise InputError(f"--schedule-policy {self.schedule_policy!r} is unknown; "
                              f"valid: {', '.join(SCHEDULE_POLICIES)}")
@@ -75,5 +90,13 @@ class SandboxConfig:
             "--dp-size", str(self.dp_size),
             # SGLang's warm-up races a readiness flush; SandboxServer.start sends its own
             "--skip-server-warmup",
-            "--kv-events-config", json.dumps(events), *self.extra_args,
+            "--kv-events-config", json.dumps(events), *self._hicache_args(), *self.extra_args,
         ]  # fmt: skip
+
+    def _hicache_args(self) -> list[str]:
+        """SGLang's HiCache flags (docs/hicache.md), with the only I/O backend and memory layout
+        the sandbox's CPU strategy implements; none without --hicache-ratio."""
+        if self.hicache_ratio is None:
+            return []
+        return ["--enable-hierarchical-cache", "--hicache-ratio", f"{self.hicache_ratio:g}",
+                "--hicache-write-policy", self.hicache_write_policy, *HICACHE_CPU_FLAGS]

@@ -68,6 +68,7 @@ def _examples() -> list[tuple[str, int, str, str | None]]:
                         index += 1
                         text = text[:-1] + " " + block[index][1].strip()
                     text = re.sub(r"\s+#\s.*$", "", text.removeprefix("$ ").removeprefix("kvctl "))
+                    text = re.sub(r"\s+&$", "", text)  # a shell's background job: same command
                     after = block[index + 1][1] if index + 1 < len(block) else None
                     found.append((page.relative_to(REPO).as_posix(), number, text.strip(), after))
                 index += 1

@@ -88,3 +88,29 @@ def test_dry_run_prints_the_launch_line_and_starts_nothing():
     launch = result.output.strip().splitlines()[-1]
     assert "-m sglang.launch_server" in launch
     assert "--dp-size 2" in launch and "--page-size 16" in launch
+
+
+def test_hicache_ratio_turns_on_sglangs_hicache_with_the_cpu_strategys_flags():
+    """--hicache-ratio 2 adds SGLang's own HiCache flags, with the only I/O backend and layout
+    the sandbox's CPU strategy implements (kvctl/sandbox/hicache_cpu.py); none without it."""
+    args = SandboxConfig(hicache_ratio=2.0, hicache_write_policy="write_back").server_args(
+        port=31000, events={"publisher": "zmq"})
+    assert "--enable-hierarchical-cache" in args
+    assert {k: _pairs(args)[k] for k in ("--hicache-ratio", "--hicache-write-policy",
+                                         "--hicache-io-backend", "--hicache-mem-layout")} == {
+        "--hicache-ratio": "2", "--hicache-write-policy": "write_back",
+        "--hicache-io-backend": "direct", "--hicache-mem-layout": "layer_first"}
+    plain = SandboxConfig().server_args(port=31000, events={"publisher": "zmq"})
+    assert not [a for a in plain if a.startswith("--hicache") or "hierarchical" in a]
+
+
+@pytest.mark.parametrize(("ratio", "policy", "message"), [
+    (1.0, "write_through", "--hicache-ratio must be a finite number above 1"),
+    (float("nan"), "write_through", "--hicache-ratio must be a finite number above 1"),
+    (2.0, "write_around", "--hicache-write-policy 'write_around' is unknown"),
+])
+def test_hicache_options_sglang_would_refuse_are_named_before_start(ratio, policy, message):
+    """A host pool no larger than the device pool, or a write policy SGLang does not have, is
+    an InputError naming the option before anything starts."""
+    with pytest.raises(InputError, match=re.escape(message)):
+        SandboxConfig(hicache_ratio=ratio, hicache_write_policy=policy).check()
