@@ -16,7 +16,7 @@ _SERVER_SETTINGS = ("pool_tokens", "pool_gb", "page_size", "eviction", "max_runn
 
 def against_command(workload: str, url: str, *, speedup: float, limit: int | None,
                     vocab_size: int | None, seed: int | None, deployment, json_output: bool,
-                    given: dict) -> None:
+                    given: dict, cost_model=None, plugin_url: str | None = None) -> None:
     from kvctl.cli.output import console, print_json, versioned
     from kvctl.cli.replay import ProgressBar
     from kvctl.replay.mooncake import scan_trace
@@ -32,7 +32,8 @@ def against_command(workload: str, url: str, *, speedup: float, limit: int | Non
     try:
         document = run_twin(workload, url, speedup=speedup, limit=limit, vocab_size=vocab_size,
                             seed=seed or 0, deployment=deployment, on_sent=bars.sent,
-                            on_replay=bars.replay)
+                            on_replay=bars.replay, plugin_url=plugin_url,
+                            cost_model=str(cost_model) if cost_model is not None else None)
     finally:
         bars.close()
     if json_output:
@@ -79,7 +80,8 @@ def render_twin(doc: dict):
     m, p, a = doc["measured"], doc["predicted"], doc["agreement"]
     table = FitTable(title=f"{doc['trace']} against {doc['server']} (arrivals / "
                            f"{doc['speedup']:g})", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("", "measured", "predicted", "difference"):
+    predicted = f"predicted ({p['clock']['label']})" if "clock" in p else "predicted"
+    for column in ("", "measured", predicted, "difference"):
         table.add_column(column, justify="left" if not column else "right", no_wrap=True)
     rows = [
         ("requests served / rejected", f"{m['served']:,} / {m['rejected']:,}",
