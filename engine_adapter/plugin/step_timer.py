@@ -116,24 +116,37 @@ class StepTimer:
         self._ingested = self.clock()
 
     def on_run_returned(self, batch: Any) -> None:
-        """`Scheduler.run_batch(batch)` returned (used on a synchronous device)."""
+        """`Scheduler.run_batch(batch)` returned. Only a synchronous device's steps use it
+        (hooks.py calls it only there)."""
         self._last_return = now = self.clock()
-        if self.synchronous:
-            if len(self._returned) > 64:  # batches never processed (an aborted step)
-                self._returned.clear()
-            self._returned[getattr(batch, "forward_iter", None)] = now
+        if len(self._returned) > 64:  # batches never processed (an aborted step)
+            self._returned.clear()
+        self._returned[getattr(batch, "forward_iter", None)] = now
 
     def on_processed(self, batch: Any) -> bool:
         """`Scheduler.process_batch_result(batch)` returned: time it, record it (True when
-        a step was recorded)."""
+        a step was recorded). `capture`, inlined: this runs on every step."""
         end = self.clock()
         last_end, self._last_end = self._last_end, end
-        returned = self._returned.pop(getattr(batch, "forward_iter", None), None)
+        returned = (self._returned.pop(getattr(batch, "forward_iter", None), None)
+                    if self.synchronous else None)
         launch = getattr(batch, "launch_ts", None)  # set by SGLang's run_batch
-        if launch is None or not batch.reqs:
+        if launch is None:
             return False
-        raw = capture(batch)
-        if raw is None:
+        reqs = batch.reqs
+        if not reqs:
+            return False
+        mode = batch.forward_mode
+        if mode.is_decode():
+            first, second, decoding = len(reqs), batch.seq_lens_sum, None
+            if second is None:
+                second = batch.seq_lens_cpu
+                if second is None:  # requests change after the step: sum them now
+                    second = sum(len(r.origin_input_ids) + len(r.output_ids) for r in reqs)
+        elif mode.is_extend():
+            first, second, decoding = batch.extend_lens, batch.prefix_lens, batch.decoding_reqs
+            decoding = len(decoding) if decoding else 0
+        else:
             return False
         start = launch
         ingested = self._ingested
@@ -145,9 +158,10 @@ class StepTimer:
             wall = (returned - start) + (end - self._last_return)
         else:
             wall = end - (last_end if last_end is not None and last_end > start else start)
-        ring = self.log  # StepRing.write, inlined: this runs on every step
+        ring = self.log  # StepRing.write, inlined
         seq = ring.next
-        ring.slots[seq % ring.capacity] = (seq, end - self.started_s, wall, end - launch, *raw)
+        ring.slots[seq % ring.capacity] = (seq, end - self.started_s, wall, end - launch,
+                                           first, second, decoding)
         ring.next = seq + 1
         return True
 
