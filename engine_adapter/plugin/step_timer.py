@@ -25,8 +25,9 @@ receiving requests does not. kvctl's own per-step work (the tally, a sample when
 after `end_k` is read. The asynchronous formula is SGLang's loop order read from source;
 only the synchronous one was measured here (no GPU).
 
-Cost (benchmarks/bench_plugin.py): two `time.monotonic()` calls per loop iteration and, per
-step, one record of raw stamps and references written into a preallocated ring slot without a
+Cost (benchmarks/bench_plugin.py: about 3.5 us per step, was 11): one `time.monotonic()`
+call per loop iteration (two on a synchronous device, whose `run_batch` return is stamped)
+and, per step, one record of raw stamps and references written into a preallocated ring slot without a
 lock (step_ring.py). The shape is derived when /step_samples is read, off the scheduler
 thread: the record keeps references to the batch's `extend_lens` / `prefix_lens` lists and,
 for a decode without `seq_lens_sum`, its `seq_lens_cpu` tensor (one sum at read time). SGLang
