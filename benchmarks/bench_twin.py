@@ -130,8 +130,9 @@ def report(results: dict, limit: int) -> str:
                      for key in ("hit_rate", "ttft_p50_s", "ttft_p99_s")}
         points = (predicted["hit_rate"] - mean) * 100
         equal = min(doc["agreement"]["hit_tokens_equal_share"] for doc in runs)
-        lines.append(f"{'':6} {'':11} mean predicted - mean measured hit rate: {points:+.2f} points "
-                     f"(mean {mean:.2%}; target within 0.5: {_yes(abs(points) <= 0.5)}); "
+        lines.append(f"{'':6} {'':11} mean predicted - mean measured hit rate: "
+                     f"{points:+.2f} points (mean {mean:.2%}; target within 0.5: "
+                     f"{_yes(abs(points) <= 0.5)}); "
                      f"equal hits >= 90% in every run: {_yes(equal >= 0.9)}")
         p50, p99 = _ratio(predicted, runs, "ttft_p50_s"), _ratio(predicted, runs, "ttft_p99_s")
         lines.append(f"{'':6} {'':11} TTFT mean predicted / mean measured: p50 x{p50:.3f}, p99 "

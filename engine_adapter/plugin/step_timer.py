@@ -27,10 +27,10 @@ only the synchronous one was measured here (no GPU).
 
 Cost (benchmarks/bench_plugin.py: about 3.5 us per step, was 11): one `time.monotonic()`
 call per loop iteration (two on a synchronous device, whose `run_batch` return is stamped)
-and, per step, one record of raw stamps and references written into a preallocated ring slot without a
-lock (step_ring.py). The shape is derived when /step_samples is read, off the scheduler
-thread: the record keeps references to the batch's `extend_lens` / `prefix_lens` lists and,
-for a decode without `seq_lens_sum`, its `seq_lens_cpu` tensor (one sum at read time). SGLang
+and, per step, one record of raw stamps and references written into a preallocated ring
+slot without a lock (step_ring.py). The shape is derived when /step_samples is read, off the
+scheduler thread: the record keeps references to the batch's `extend_lens` / `prefix_lens`
+lists and, for a decode without `seq_lens_sum`, its `seq_lens_cpu` tensor (one sum). SGLang
 rebinds these to new objects for every batch (`prepare_for_extend`, `mix_with_running`,
 `prepare_for_decode`: `seq_lens_cpu = seq_lens_cpu + 1`) and never mutates them in place once
 a batch ran, so the references read what the step ran. A decode without either is summed

@@ -12,9 +12,9 @@
 
 Options are passed by name when `ReplaySettings` has the field (SGLang's scheduling in the
 replay, a parallel change, adds the three marked ones), so this works before and after it;
-`unmapped_settings` says what the replay cannot take yet. The prediction may use these settings and a
-step-cost model fitted to the server (clock.py, passed to `predict` apart from these options);
-never the measured per-request outcomes.
+`unmapped_settings` says what the replay cannot take yet. The prediction may use these
+settings and a step-cost model fitted to the server (clock.py, passed to `predict` apart
+from these options); never the measured per-request outcomes.
 """
 
 from __future__ import annotations
