@@ -80,8 +80,9 @@ def render_twin(doc: dict):
     m, p, a = doc["measured"], doc["predicted"], doc["agreement"]
     table = FitTable(title=f"{doc['trace']} against {doc['server']} (arrivals / "
                            f"{doc['speedup']:g})", title_justify="left", box=box.SIMPLE_HEAD)
-    predicted = f"predicted ({p['clock']['label']})" if "clock" in p else "predicted"
-    for column in ("", "measured", predicted, "difference"):
+    clock = p.get("clock")  # the prediction's clock (kvctl/twin/clock.py), when known
+    heading = Text(f"predicted latencies: {clock['label']}" if clock else "")
+    for column in ("", "measured", "predicted", "difference"):
         table.add_column(column, justify="left" if not column else "right", no_wrap=True)
     rows = [
         ("requests served / rejected", f"{m['served']:,} / {m['rejected']:,}",
@@ -104,7 +105,7 @@ def render_twin(doc: dict):
         table.add_row(*row)
     options = ", ".join(f"{k}={v}" for k, v in doc["replay_options"].items())
     notes = [f"replayed with the server's settings: {options}"] + doc["notes"]
-    return Group(table, Text("\n".join(f"- {note}" for note in notes), style="dim"))
+    return Group(heading, table, Text("\n".join(f"- {note}" for note in notes), style="dim"))
 
 
 def _int(value) -> str:
