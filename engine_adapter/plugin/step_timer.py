@@ -81,7 +81,7 @@ def capture(batch: Any) -> tuple | None:
 def shape_of(first: Any, second: Any, decoding: int | None) -> tuple:
     """The shape tuple of `batch_shape` from a `capture` (read time, any thread)."""
     if decoding is None:
-        total = second if isinstance(second, int) else sum(second.tolist())  # no torch op
+        total = sum(second.tolist()) if getattr(second, "ndim", 0) else second  # no torch op
         return "decode", 0, 0, 0, 0, first, int(total)
     extend, prefix = list(first), list(second)
     cut = len(extend) - decoding
