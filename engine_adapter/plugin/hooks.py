@@ -61,8 +61,9 @@ def after_ingest_requests(_result: Any, scheduler: Any, *args: Any, **kwargs: An
 
 def after_run_batch(_result: Any, scheduler: Any, *args: Any, **kwargs: Any) -> None:
     runtime = getattr(scheduler, RUNTIME_ATTR, None)
-    if runtime is not None and runtime.disabled_reason is None and runtime.step_timer is not None:
-        try:
+    if (runtime is not None and runtime.disabled_reason is None
+            and runtime.step_timer is not None and runtime.step_timer.synchronous):
+        try:  # only a synchronous device (the CPU) times the forward's return
             runtime.step_timer.on_run_returned(kwargs["batch"] if "batch" in kwargs else args[0])
         except Exception as exc:
             runtime.fail(exc)

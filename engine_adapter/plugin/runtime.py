@@ -5,7 +5,7 @@ Every call arrives from SGLang's scheduler thread through hooks.py, at a step bo
     _add_request_to_queue  -> on_arrival   tally; with KVCTL_RECORD=1 the prompt's salted
                                            block hashes (recording/tap.py)    O(1) / O(prompt)
     ingest_requests        -> step_timer   a scheduling round starts (step_timer.py)  O(1)
-    run_batch              -> step_timer   the forward returned                       O(1)
+    run_batch              -> step_timer   the forward returned (CPU device only)     O(1)
     process_batch_result   -> on_batch     the step's time and shape (step_timer.py), tally,
                                            finished requests to the recording,
                                            then maybe_sample                  O(batch)

@@ -25,9 +25,16 @@ receiving requests does not. kvctl's own per-step work (the tally, a sample when
 after `end_k` is read. The asynchronous formula is SGLang's loop order read from source;
 only the synchronous one was measured here (no GPU).
 
-Cost: two `time.monotonic()` calls per loop iteration and one frozen record per step; a
-decode step's context is SGLang's own `seq_lens_sum`, or a Python sum over `seq_lens_cpu`
-(a torch reduction cost 2-24 us per call in benchmarks/bench_plugin.py; `tolist` about 1).
+Cost (benchmarks/bench_plugin.py: about 3.5 us per step, was 11): one `time.monotonic()`
+call per loop iteration (two on a synchronous device, whose `run_batch` return is stamped)
+and, per step, one record of raw stamps and references written into a preallocated ring
+slot without a lock (step_ring.py). The shape is derived when /step_samples is read, off the
+scheduler thread: the record keeps references to the batch's `extend_lens` / `prefix_lens`
+lists and, for a decode without `seq_lens_sum`, its `seq_lens_cpu` tensor (one sum). SGLang
+rebinds these to new objects for every batch (`prepare_for_extend`, `mix_with_running`,
+`prepare_for_decode`: `seq_lens_cpu = seq_lens_cpu + 1`) and never mutates them in place once
+a batch ran, so the references read what the step ran. A decode without either is summed
+from its requests at once (their `output_ids` grow).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine_adapter.plugin.receipt_log import ReceiptLog
+from engine_adapter.plugin.step_ring import StepRing
 from engine_adapter.step_samples import StepSample, attention_pairs
 
 STEP_CAPACITY = 8192  # samples kept for /step_samples (about 1 MB of JSON when all are read)
@@ -48,20 +55,35 @@ def batch_shape(batch: Any) -> tuple[str, int, int, int, int, int, int] | None:
     context) of a `ScheduleBatch` (or its `copy()`); None for a batch that runs no forward
     of requests (idle, prebuilt). A mixed batch holds its decoding requests last, each a
     1-token extend on a prefix of its context (`ScheduleBatch.mix_with_running`)."""
-    if not batch.reqs:
-        return None
+    raw = capture(batch) if batch.reqs else None
+    return None if raw is None else shape_of(*raw)
+
+
+def capture(batch: Any) -> tuple | None:
+    """What `shape_of` needs, by reference (module docstring): (decode requests, context
+    total or `seq_lens_cpu`, None) for a decode, (extend_lens, prefix_lens, decoding
+    requests) for an extend; None for a batch without a forward of requests."""
     mode = batch.forward_mode
     if mode.is_decode():
+        reqs = batch.reqs
         total = batch.seq_lens_sum
         if total is None:
-            lens = batch.seq_lens_cpu
-            total = (sum(lens.tolist()) if lens is not None else  # no torch reduction: ~1 us
-                     sum(len(r.origin_input_ids) + len(r.output_ids) for r in batch.reqs))
-        return "decode", 0, 0, 0, 0, len(batch.reqs), int(total)
-    if not mode.is_extend():
-        return None
-    extend, prefix = list(batch.extend_lens), list(batch.prefix_lens)
-    decoding = len(batch.decoding_reqs or ())
+            total = batch.seq_lens_cpu
+            if total is None:  # requests change after the step: sum them now
+                total = sum(len(r.origin_input_ids) + len(r.output_ids) for r in reqs)
+        return len(reqs), total, None
+    if mode.is_extend():
+        decoding = batch.decoding_reqs
+        return batch.extend_lens, batch.prefix_lens, len(decoding) if decoding else 0
+    return None
+
+
+def shape_of(first: Any, second: Any, decoding: int | None) -> tuple:
+    """The shape tuple of `batch_shape` from a `capture` (read time, any thread)."""
+    if decoding is None:
+        total = sum(second.tolist()) if getattr(second, "ndim", 0) else second  # no torch op
+        return "decode", 0, 0, 0, 0, first, int(total)
+    extend, prefix = list(first), list(second)
     cut = len(extend) - decoding
     prefill_extend, prefill_prefix = extend[:cut], prefix[:cut]
     context = sum(p + 1 for p in prefix[cut:])
@@ -71,7 +93,8 @@ def batch_shape(batch: Any) -> tuple[str, int, int, int, int, int, int] | None:
 
 
 class StepTimer:
-    """Turns hook calls into `StepSample`s in a numbered ring (`log`, receipt_log.py).
+    """Turns hook calls into step records in a numbered ring (`log`, step_ring.py), read as
+    `StepSample`s.
     Mutates only itself. `clock` must be SGLang's clock (`time.monotonic`, which stamps
     `batch.launch_ts`); tests pass a fake one together with fake stamps."""
 
@@ -79,7 +102,7 @@ class StepTimer:
                  capacity: int = STEP_CAPACITY) -> None:
         self.synchronous = synchronous
         self.clock = clock
-        self.log = ReceiptLog(capacity)
+        self.log = StepRing(capacity, self._sample)
         self.timer_id = secrets.token_hex(8)  # a reader sees a restart as a new id
         self.started_s = clock()
         self._ingested: float | None = None  # end of the latest receive
@@ -94,22 +117,38 @@ class StepTimer:
         self._ingested = self.clock()
 
     def on_run_returned(self, batch: Any) -> None:
-        """`Scheduler.run_batch(batch)` returned (used on a synchronous device)."""
+        """`Scheduler.run_batch(batch)` returned. Only a synchronous device's steps use it
+        (hooks.py calls it only there)."""
         self._last_return = now = self.clock()
-        if self.synchronous:
-            if len(self._returned) > 64:  # batches never processed (an aborted step)
-                self._returned.clear()
-            self._returned[getattr(batch, "forward_iter", None)] = now
+        if len(self._returned) > 64:  # batches never processed (an aborted step)
+            self._returned.clear()
+        self._returned[getattr(batch, "forward_iter", None)] = now
 
-    def on_processed(self, batch: Any) -> StepSample | None:
-        """`Scheduler.process_batch_result(batch)` returned: time it, record it."""
+    def on_processed(self, batch: Any) -> bool:
+        """`Scheduler.process_batch_result(batch)` returned: time it, record it (True when
+        a step was recorded). `capture`, inlined: this runs on every step."""
         end = self.clock()
         last_end, self._last_end = self._last_end, end
-        returned = self._returned.pop(getattr(batch, "forward_iter", None), None)
+        returned = (self._returned.pop(getattr(batch, "forward_iter", None), None)
+                    if self.synchronous else None)
         launch = getattr(batch, "launch_ts", None)  # set by SGLang's run_batch
-        shape = batch_shape(batch) if launch is not None else None
-        if shape is None:
-            return None
+        if launch is None:
+            return False
+        reqs = batch.reqs
+        if not reqs:
+            return False
+        mode = batch.forward_mode
+        if mode.is_decode():
+            first, second, decoding = len(reqs), batch.seq_lens_sum, None
+            if second is None:
+                second = batch.seq_lens_cpu
+                if second is None:  # requests change after the step: sum them now
+                    second = sum(len(r.origin_input_ids) + len(r.output_ids) for r in reqs)
+        elif mode.is_extend():
+            first, second, decoding = batch.extend_lens, batch.prefix_lens, batch.decoding_reqs
+            decoding = len(decoding) if decoding else 0
+        else:
+            return False
         start = launch
         ingested = self._ingested
         if ingested is not None and ingested <= launch:
@@ -120,10 +159,14 @@ class StepTimer:
             wall = (returned - start) + (end - self._last_return)
         else:
             wall = end - (last_end if last_end is not None and last_end > start else start)
-        sample = _new_sample(StepSample, (self.log.next_seq, end - self.started_s, wall,
-                                          end - launch, *shape))
-        self.log.append(sample)
-        return sample
+        ring = self.log  # StepRing.write, inlined
+        seq = ring.next
+        ring.slots[seq % ring.capacity] = (seq, end - self.started_s, wall, end - launch,
+                                           first, second, decoding)
+        ring.next = seq + 1
+        return True
 
-
-_new_sample = tuple.__new__  # StepSample without NamedTuple's keyword-mapping __new__
+    def _sample(self, record: tuple) -> StepSample:
+        """A ring record as the StepSample /step_samples serves (read time)."""
+        seq, end_s, wall_s, run_s, first, second, decoding = record
+        return StepSample(seq, end_s, wall_s, run_s, *shape_of(first, second, decoding))

@@ -1,8 +1,8 @@
 """Collect timed scheduler steps from the kvctl plugin of a live server (`/step_samples`,
 engine_adapter/plugin/step_route.py).
 
-    find_plugin(url, plugin_url=None) -> Target          the server, its plugin, facts
-                                                         (kvctl record's Target)
+    find_plugin(url, plugin_url=None) -> ServerTarget    the server, its plugin, facts
+                                                         (kvctl record's Target, less blocks)
     collect_samples(plugin_url, since=0) -> SamplePage   one read (what rectwin's drive uses)
     SampleCollector(plugin_url).poll()                   repeated reads, restart-aware
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from engine_adapter.remote.http_fetch import Unreachable, http_get, normalize_base_url
 from engine_adapter.step_samples import StepSample, decode_samples
 from kvctl.errors import InputError, RuntimeFailure
-from kvctl.record.client import Target
+from kvctl.record.client import ServerTarget
 
 PLUGIN_FIX = "start the server with KVCTL_SGLANG_PLUGIN=1"
 
@@ -35,7 +35,8 @@ class SamplePage:
     samples: tuple[StepSample, ...]
 
 
-def find_plugin(url: str, *, plugin_url: str | None = None, timeout_s: float = 5.0) -> Target:
+def find_plugin(url: str, *, plugin_url: str | None = None,
+                timeout_s: float = 5.0) -> ServerTarget:
     """The server at `url` and its plugin (`plugin_url`, else what /server_info advertises)."""
     from engine_adapter.remote.server_info import MalformedServerInfo, fetch_server_info
 
@@ -52,8 +53,8 @@ def find_plugin(url: str, *, plugin_url: str | None = None, timeout_s: float = 5
         raise InputError(f"{base} advertises no kvctl plugin in /server_info: {PLUGIN_FIX}, "
                          "or pass --plugin-url")
     plugin = normalize_base_url(found, what="--plugin-url")
-    return Target(server_url=base, plugin_url=plugin, model=info.model,
-                  page_size=info.page_size, dp_size=info.dp_size, version=info.version)
+    return ServerTarget(server_url=base, plugin_url=plugin, model=info.model,
+                        page_size=info.page_size, dp_size=info.dp_size, version=info.version)
 
 
 def collect_samples(plugin_url: str, since: int = 0, *, token: str | None = None,

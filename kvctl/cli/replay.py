@@ -96,19 +96,22 @@ def replay_command(
         "traces); with --out, curve.png."))] = False,
     verify_points: Annotated[int, Opt(help=(
         "With --curve: replay N pool sizes exactly and print them beside the curve."))] = 0,
+    plugin_url: Annotated[Optional[str], Opt(help=(
+        "With --against: the server's kvctl plugin (http://HOST:PORT) when /server_info does "
+        "not advertise it; its timed steps fit the prediction's clock."))] = None,
 ) -> None:
     """Build settings, validate, run, render. InputError (exit 2) before running on bad input."""
     from kvctl.replay.runner import ReplaySettings
 
-    if against is None and (speedup != 1.0 or vocab_size is not None):
-        raise InputError("--speedup and --vocab-size go with --against URL")
+    if against is None and (speedup != 1.0 or vocab_size is not None or plugin_url):
+        raise InputError("--speedup, --vocab-size and --plugin-url go with --against URL")
     if against is not None:  # the twin: kvctl/twin, kvctl/cli/twin.py
         from kvctl.cli.twin import against_command
 
         return against_command(
             str(workload), against, speedup=speedup, limit=limit, vocab_size=vocab_size,
             seed=seed, deployment=Deployment(model=model, gpu=gpu, tp=tp),
-            json_output=json_output, given={
+            json_output=json_output, cost_model=cost_model, plugin_url=plugin_url, given={
                 "pool_tokens": pool_tokens is not None, "pool_gb": pool_gb is not None,
                 "page_size": page_size is not None, "eviction": eviction is not None,
                 "max_running": max_running is not None, "token_budget": token_budget is not None,

@@ -16,7 +16,7 @@ _SERVER_SETTINGS = ("pool_tokens", "pool_gb", "page_size", "eviction", "max_runn
 
 def against_command(workload: str, url: str, *, speedup: float, limit: int | None,
                     vocab_size: int | None, seed: int | None, deployment, json_output: bool,
-                    given: dict) -> None:
+                    given: dict, cost_model=None, plugin_url: str | None = None) -> None:
     from kvctl.cli.output import console, print_json, versioned
     from kvctl.cli.replay import ProgressBar
     from kvctl.replay.mooncake import scan_trace
@@ -32,7 +32,8 @@ def against_command(workload: str, url: str, *, speedup: float, limit: int | Non
     try:
         document = run_twin(workload, url, speedup=speedup, limit=limit, vocab_size=vocab_size,
                             seed=seed or 0, deployment=deployment, on_sent=bars.sent,
-                            on_replay=bars.replay)
+                            on_replay=bars.replay, plugin_url=plugin_url,
+                            cost_model=str(cost_model) if cost_model is not None else None)
     finally:
         bars.close()
     if json_output:
@@ -79,6 +80,8 @@ def render_twin(doc: dict):
     m, p, a = doc["measured"], doc["predicted"], doc["agreement"]
     table = FitTable(title=f"{doc['trace']} against {doc['server']} (arrivals / "
                            f"{doc['speedup']:g})", title_justify="left", box=box.SIMPLE_HEAD)
+    clock = p.get("clock")  # the prediction's clock (kvctl/twin/clock.py), when known
+    heading = Text(f"predicted latencies: {clock['label']}" if clock else "")
     for column in ("", "measured", "predicted", "difference"):
         table.add_column(column, justify="left" if not column else "right", no_wrap=True)
     rows = [
@@ -102,7 +105,7 @@ def render_twin(doc: dict):
         table.add_row(*row)
     options = ", ".join(f"{k}={v}" for k, v in doc["replay_options"].items())
     notes = [f"replayed with the server's settings: {options}"] + doc["notes"]
-    return Group(table, Text("\n".join(f"- {note}" for note in notes), style="dim"))
+    return Group(heading, table, Text("\n".join(f"- {note}" for note in notes), style="dim"))
 
 
 def _int(value) -> str:

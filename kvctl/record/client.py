@@ -37,8 +37,8 @@ PLUGIN_FIX = "start the server with KVCTL_SGLANG_PLUGIN=1 KVCTL_RECORD=1"
 
 
 @dataclass(frozen=True, kw_only=True)
-class Target:
-    """What the sidecar says about the recorded server."""
+class ServerTarget:
+    """A server and its kvctl plugin, as /server_info describes them (kvctl calibrate's)."""
 
     server_url: str
     plugin_url: str
@@ -46,6 +46,12 @@ class Target:
     page_size: int
     dp_size: int
     version: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target(ServerTarget):
+    """What the sidecar says about the recorded server."""
+
     block_tokens: int  # tokens per hash id in the trace written
     server_block_tokens: int  # tokens per digest the server hashes
 

@@ -65,8 +65,9 @@ class _Collecting:
 
 def predict(records: list[MooncakeRecord], profile: ServerProfile, *, speedup: float = 1.0,
             deployment: Deployment = Deployment(), seed: int = 0,
-            on_progress=None) -> Prediction:
-    """Replay `records` as the server would take them (module docstring)."""
+            on_progress=None, cost_model=None) -> Prediction:
+    """Replay `records` as the server would take them (module docstring). `cost_model`: the
+    clock (clock.py: a StepCostModel fitted to the server), None for the roofline."""
     from kvctl.replay.runner import ReplaySettings, prepare, run
 
     rejected, kept = [], []
@@ -85,7 +86,7 @@ def predict(records: list[MooncakeRecord], profile: ServerProfile, *, speedup: f
         trace = Path(folder) / "twin.jsonl"
         _write_trace(trace, kept, speedup)
         settings = ReplaySettings(workload=str(trace), deployment=deployment, seed=seed,
-                                  label="twin", **options)
+                                  label="twin", cost_model=cost_model, **options)
         prepared = prepare(settings)
         collector = _Collecting(prepared.driver)
         result = run(dataclasses.replace(prepared, driver=collector), on_progress=on_progress)

@@ -12,14 +12,14 @@
 
 Options are passed by name when `ReplaySettings` has the field (SGLang's scheduling in the
 replay, a parallel change, adds the three marked ones), so this works before and after it;
-`unmapped_settings` says what the replay cannot take yet. The prediction may use these settings and a
-step-cost model fitted to the server; never the measured per-request outcomes.
+`unmapped_settings` says what the replay cannot take yet. The prediction may use these
+settings and a step-cost model fitted to the server (clock.py, passed to `predict` apart
+from these options); never the measured per-request outcomes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 from kvctl.replay.runner import ReplaySettings
 
@@ -60,22 +60,5 @@ def _split(server_info: dict) -> tuple[dict, dict]:
         options["token_budget"] = dropped.pop("chunked_prefill_size")
     if "tau_high" in _FIELDS:
         options["tau_high"] = 1.0  # SGLang has no U_KV admission ceiling
-    fitted = calibrated_cost_model(server_info)
-    if fitted is not None and "cost_model" in _FIELDS:
-        options["cost_model"] = str(fitted)
     return options, dropped
 
-
-# ---- HOOK: the calibrated step-cost model --------------------------------------------------
-# `kvctl calibrate` (a parallel change) fits a step-cost model to a live server and writes
-# server-cost.json; `kvctl replay --cost-model FILE` uses it instead of the roofline.
-# When that lands, the integrator wires its fitter here: return the path of a cost model
-# fitted to this server (e.g. from the samples the kvctl plugin collected during the
-# drive), or None to keep the roofline. Until then the twin's latencies are modeled.
-CALIBRATED_COST_MODEL: Path | None = None
-
-
-def calibrated_cost_model(server_info: dict) -> Path | None:
-    """The cost model fitted to this server, or None (the roofline clock). See HOOK above."""
-    del server_info  # the fitter will read the server's plugin endpoint from it
-    return CALIBRATED_COST_MODEL

@@ -3,6 +3,10 @@
 Requests spaced 3 s apart are served one at a time, where the replay is exact: every
 request's predicted hit tokens equal SGLang's own `cached_tokens`, and a request longer
 than the server's context is refused by the server and by the twin's rule alike.
+
+The server is this module's own, with kvctl's plugin (KVCTL_SGLANG_PLUGIN=1, as in
+test_e2e_calibrate.py): the prediction's clock is fitted to the steps it timed during the
+drive when they determine a fit (concurrent traffic), and says why not otherwise.
 """
 
 from __future__ import annotations
@@ -12,8 +16,32 @@ import json
 import pytest
 
 from e2e.kvctl_cli import kvctl
+from e2e.sglang_server import SGLangServer, free_port, skip_reason
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def twin_server(tmp_path_factory):
+    """The e2e server's settings (page 4, context 512) plus kvctl's plugin."""
+    if reason := skip_reason():
+        pytest.skip(reason)
+    port = free_port()
+    server = SGLangServer(tmp_path_factory.mktemp("sglang-twin"),
+                          extra_env={"KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(port)})
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def _write_trace(folder, rows) -> str:
+    trace = folder / "twin.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": n, "output_length": o,
+                                         "hash_ids": ids}) + "\n" for t, n, o, ids in rows))
+    (folder / "twin.meta.json").write_text(json.dumps({"block_tokens": 16}))
+    return str(trace)
 
 # 16-token blocks (the sidecar says so; the server's page is 4). Line 2 shares line 1's
 # first 6 blocks (96 tokens), line 4 its first 3 (48), line 5 repeats line 1 (SGLang
@@ -29,15 +57,14 @@ ROWS = [
 ]
 
 
-def test_against_the_real_server_one_at_a_time_predicts_every_requests_hits(server,
+def test_against_the_real_server_one_at_a_time_predicts_every_requests_hits(twin_server,
                                                                            tmp_path):
     """Measured and predicted blocks both: 5 served, 1 rejected, 240 hit tokens of 570;
-    every served request's hit tokens equal; evictions read from /metrics (0 here)."""
-    trace = tmp_path / "twin.jsonl"
-    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": n, "output_length": 4,
-                                         "hash_ids": ids}) + "\n" for t, n, ids in ROWS))
-    (tmp_path / "twin.meta.json").write_text(json.dumps({"block_tokens": 16}))
-    done = kvctl("replay", str(trace), "--against", server.url, "--json", timeout_s=600)
+    every served request's hit tokens equal; evictions read from /metrics (0 here). One
+    request at a time every decode batch is 1: the timed steps cannot separate the decode
+    terms, so the clock is the roofline and says the fit was refused."""
+    trace = _write_trace(tmp_path, [(t, n, 4, ids) for t, n, ids in ROWS])
+    done = kvctl("replay", trace, "--against", twin_server.url, "--json", timeout_s=600)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     for block in ("measured", "predicted"):
@@ -52,3 +79,33 @@ def test_against_the_real_server_one_at_a_time_predicts_every_requests_hits(serv
     assert doc["rejected"]["predicted"] == [
         {"line": 3, "reason": "input 600 >= context length 512"}]
     assert doc["replay_options"]["page_size"] == 4
+    clock = doc["predicted"]["clock"]
+    assert clock["source"] == "roofline" and clock["samples"] > 0
+    assert clock["why"].startswith("the steps timed during the drive could not be fitted: ")
+
+
+# Bursts of 6 requests every 2 s, prompts of 40 to 460 tokens (some sharing 2-block
+# prefixes), outputs of 4 to 26 tokens: prefill, decode batch and context all vary.
+BURSTS = [(2000 * (i // 6), 40 + (97 * i) % 421, 4 + (7 * i) % 23,
+           [1000 + i % 3, 2000 + i % 3] + list(range(100 * i, 100 * i + 28)))
+          for i in range(24)]
+
+
+def test_against_with_the_plugin_fits_the_clock_during_the_drive(twin_server, tmp_path):
+    """Concurrent bursts: the predicted block says its clock was fitted during the drive,
+    with the fit's figures over the steps collected, and the fitted clock puts predicted
+    TTFT p50 within 5x of the measured one (the H100 roofline predicted 0.06x)."""
+    rows = [(t, n, o, ids[: -(-n // 16)]) for t, n, o, ids in BURSTS]
+    done = kvctl("replay", _write_trace(tmp_path, rows), "--against", twin_server.url,
+                 "--speedup", "2", "--json", timeout_s=600)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    clock = doc["predicted"]["clock"]
+    assert clock == doc["clock"]
+    assert (clock["source"], clock["label"]) == ("fitted", "fitted during the drive"), clock
+    fit = clock["fit"]
+    assert fit["samples"] == clock["samples"] >= 20
+    assert fit["r2"] <= 1.0 and 0.0 <= fit["median_rel_error"] <= fit["p90_rel_error"]
+    assert doc["notes"][0].startswith("predicted latencies are on a step-cost model fitted "
+                                      "during the drive (")
+    assert 0.2 <= doc["agreement"]["ttft_p50_ratio"] <= 5.0, doc["agreement"]

@@ -122,4 +122,4 @@ def test_speedup_without_against_is_refused():
     """--speedup alone means nothing to a plain replay: exit 2, one line."""
     result = CliRunner().invoke(app, ["replay", HEAD, "--limit", "2", "--speedup", "5"])
     assert result.exit_code == 2
-    assert result.stderr.strip() == "kvctl: error: --speedup and --vocab-size go with --against URL"
+    assert result.stderr.strip() == "kvctl: error: --speedup, --vocab-size and --plugin-url go with --against URL"

@@ -43,6 +43,12 @@ def _decode(forward_iter: int, launch: float, seq_lens: list[int]) -> SimpleName
                            forward_iter=forward_iter, launch_ts=launch)
 
 
+def _processed(timer: StepTimer, batch) -> object:
+    """on_processed, then the sample it recorded as /step_samples derives it."""
+    assert timer.on_processed(batch) is True
+    return timer.log.after(timer.log.next_seq - 1)[2][-1]
+
+
 def test_shape_of_a_mixed_batch():
     """Two prefill chunks (extend 30 on prefix 16, extend 8 on 0) then two decoding requests
     (contexts 41 and 51, held last as 1-token extends on prefixes 40 and 50)."""
@@ -69,7 +75,7 @@ def test_synchronous_steps_are_the_scheduler_threads_work():
     clock.now = 101.090
     timer.on_run_returned(second)            # forward 2 runs before step 1 is processed
     clock.now = 101.094
-    sample = timer.on_processed(first)       # 4 ms of result processing
+    sample = _processed(timer, first)        # 4 ms of result processing
     assert sample.wall_s == pytest.approx(0.002 + 0.048 + 0.004)  # schedule, forward, process
     assert sample.run_s == pytest.approx(0.092)
     assert (sample.kind, sample.decode_requests, sample.decode_context_tokens) == ("decode", 2, 30)
@@ -90,9 +96,9 @@ def test_asynchronous_steps_are_intervals_between_processed_steps():
     second = _decode(2, 200.011, [6])
     timer.on_run_returned(second)
     clock.now = 200.030
-    assert timer.on_processed(first).wall_s == pytest.approx(0.030)
+    assert _processed(timer, first).wall_s == pytest.approx(0.030)
     clock.now = 200.045
-    assert timer.on_processed(second).wall_s == pytest.approx(0.015)
+    assert _processed(timer, second).wall_s == pytest.approx(0.015)
 
 
 def test_the_ring_is_bounded_and_served_from_a_position():
@@ -111,6 +117,43 @@ def test_the_ring_is_bounded_and_served_from_a_position():
     assert [s.decode_context_tokens for s in samples] == [3, 4, 5]
 
 
+def test_the_shape_is_derived_at_read_time_from_what_the_step_ran():
+    """A decode without seq_lens_sum keeps its seq_lens_cpu tensor; SGLang's next decode
+    rebinds the batch's tensor (`seq_lens_cpu + 1`), and the sample still sums the step's
+    own (10 + 20 = 30, not 32). An extend keeps its lists the same way."""
+    import torch
+
+    clock = _Clock()
+    timer = StepTimer(synchronous=False, clock=clock)
+    batch = _decode(1, 100.0, [10, 20])
+    batch.seq_lens_sum, batch.seq_lens_cpu = None, torch.tensor([10, 20], dtype=torch.int64)
+    clock.now = 100.01
+    timer.on_processed(batch)
+    batch.seq_lens_cpu = batch.seq_lens_cpu + 1
+    extend = SimpleNamespace(forward_mode=_Mode("extend"), reqs=[object()], launch_ts=100.02,
+                             extend_lens=[30], prefix_lens=[16], decoding_reqs=None)
+    clock.now = 100.03
+    timer.on_processed(extend)
+    extend.extend_lens, extend.prefix_lens = [5], [0]
+    samples = timer.log.after(0)[2]
+    assert (samples[0].kind, samples[0].decode_requests, samples[0].decode_context_tokens) == (
+        "decode", 2, 30)
+    assert (samples[1].kind, samples[1].extend_tokens, samples[1].prefix_tokens) == (
+        "prefill", 30, 16)
+
+
+def test_a_reader_skips_slots_reused_while_it_read():
+    """A slot rewritten after `next` was read (a newer number in it) and those before it are
+    reported lost, never served under the wrong number."""
+    from engine_adapter.plugin.step_ring import StepRing
+
+    ring = StepRing(3, lambda record: record[0])
+    for seq in range(3):
+        ring.write((seq,))
+    ring.slots[1] = (4,)  # the writer reused slot 1 (numbers 3 and 4) during the read
+    assert ring.after(0) == (2, 3, [2])
+
+
 def test_a_bad_since_is_a_400():
     """since=-1 and since=x are refused with the parameter named."""
     timer = StepTimer(synchronous=False)
@@ -122,8 +165,8 @@ def test_a_bad_since_is_a_400():
 def test_a_batch_without_a_launch_stamp_or_requests_is_not_timed():
     """A batch SGLang never ran (no launch_ts), or one without requests, gives no sample."""
     timer = StepTimer(synchronous=True)
-    assert timer.on_processed(SimpleNamespace(forward_mode=_Mode("decode"))) is None
-    assert timer.on_processed(_decode(1, 5.0, [])) is None
+    assert timer.on_processed(SimpleNamespace(forward_mode=_Mode("decode"))) is False
+    assert timer.on_processed(_decode(1, 5.0, [])) is False
     assert timer.log.next_seq == 0
 
 
