@@ -1,7 +1,7 @@
 """Prefill: kvctl's scheduler step around SGLang's helpers, in three parts.
 
-    admission.py    what fits: continuations, then waiting requests in arrival order
-                    (authorize, match, lock, capacity and ceiling, chunk size)
+    admission.py    what fits: SGLang's SchedulePolicy and PrefillAdder, one prefill
+                    round as Scheduler._get_new_batch_prefill_raw runs it
     allocation.py   who owns memory: SGLang's paged allocation, direct or through a
                     `ScheduleBatch`; SGLang's out-of-memory error rolls the admission back
     completion.py   after the modeled forward: publish chunks, first tokens, reloads
@@ -16,12 +16,12 @@ from array import array
 
 import numpy as np
 
-from engine_adapter.embedded.admission import Admission, Blocked, namespace_label
+from engine_adapter.embedded.admission import Admission, namespace_label
 from engine_adapter.embedded.allocation import Allocation, PrefillPlan, state_digest
 from engine_adapter.embedded.completion import Completion
 from engine_adapter.embedded.state import EngineState, RollbackDigests
 
-__all__ = ["Blocked", "Prefill", "PrefillPlan", "namespace_label", "state_digest", "to_token_array"]
+__all__ = ["Prefill", "PrefillPlan", "namespace_label", "state_digest", "to_token_array"]
 
 
 class Prefill:
@@ -39,17 +39,12 @@ class Prefill:
         self.allocation = Allocation(st, cache)
         self.completion = Completion(st, retention)
 
-    @property
-    def blocked(self) -> Blocked | None:
-        """The waiting head's refusal in the last `schedule`, if nothing was admitted."""
-        return self.admission.blocked
-
-    def schedule(self, budget: int, decode_reserve: int) -> PrefillPlan:
+    def schedule(self) -> PrefillPlan:
         """Pick and allocate this step's prefill work. Mutates queues, locks, allocator."""
         st = self.st
         plan = PrefillPlan()
         before = state_digest(st) if st.digest_admissions else None
-        chosen, origins, plan.computed_tokens = self.admission.select(budget, decode_reserve)
+        chosen, origins, plan.computed_tokens = self.admission.select()
         if chosen:
             plan.allocated = self.allocation.allocate(plan, chosen, origins)
             if not plan.allocated:
@@ -62,14 +57,6 @@ class Prefill:
                     if origin == "waiting":
                         self.retention.on_admit(tr)
         return plan
-
-    def still_blocked(self) -> Blocked | None:
-        """See `Admission.still_blocked`."""
-        return self.admission.still_blocked()
-
-    def deferred_at(self, available: int) -> bool:
-        """See `Admission.deferred_at`."""
-        return self.admission.deferred_at(available)
 
     def complete(self, plan: PrefillPlan, tokens: dict[str, int] | None = None) -> None:
         """See `Completion.complete`."""
