@@ -89,6 +89,9 @@ class Admission:
         except ValueError as err:
             raise InputError(f"SGLang refuses --schedule-policy "
                              f"{st.config.schedule_policy}: {err}") from None
+        from sglang.srt.managers.schedule_policy import PrefillAdder
+
+        self.adder_class = PrefillAdder  # scheduler.py get_prefill_adder_class
         self.ratio = NewTokenRatioTracker.from_config()
         self.batch_is_full = False
         self.processed_tokens = 0  # scheduler.processed_tokens_counter (HRRN's aging)
@@ -107,7 +110,7 @@ class Admission:
 
     def select(self) -> Selection:
         """One prefill round (module docstring); empty when SGLang would run none."""
-        from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder
+        from sglang.srt.managers.schedule_policy import AddReqResult
 
         st = self.st
         chosen: list[Tracked] = []
@@ -123,7 +126,7 @@ class Admission:
             return Selection(chosen, origins, 0)
         queue = self._order_waiting(running)
         tree = st.sg.tree_cache
-        adder = PrefillAdder(st.config.page_size, tree, st.sg.allocator, running,
+        adder = self.adder_class(st.config.page_size, tree, st.sg.allocator, running,
                              self.ratio.current, st.config.max_prefill_tokens,
                              st.config.token_budget, 0, 0,
                              max_running_requests=st.config.max_running_requests)
