@@ -144,7 +144,8 @@ class Admission:
             if adder.budget_state() == AddReqResult.OTHER:
                 break
             held = sum(r.kv.holds_kv for r in adder.can_run_list)
-            if len(adder.can_run_list) >= self._allocatable(running_bs, held):
+            reloads = sum(t.state == RequestState.RELOADING for t in chosen)  # not the adder's
+            if len(adder.can_run_list) + reloads >= self._allocatable(running_bs, held):
                 self.batch_is_full = True
                 break
             tokens, verdict = self._admit(tr, adder)
@@ -213,8 +214,14 @@ class Admission:
             return None, AddReqResult.OTHER  # kvctl's ceiling: retried next round
         host = self.retention.host_plan(tr, s_cap) if authorized else None
         if host is not None and host.reload:  # kvctl's host tier: allocate the span only
-            if page_ceil(host.end, st.config.page_size) >= adder.rem_total_tokens:
+            # charged to the adder's budget as SGLang charges an admission (reserve: the
+            # paged span, a page, and the outputs still to come), so later candidates see it
+            span = host.end - req.prefix_len
+            outputs = req.sampling_params.max_new_tokens - len(req.output_ids)
+            if page_ceil(span, st.config.page_size) + st.config.page_size + outputs \
+                    >= adder.rem_total_tokens:
                 return None, AddReqResult.NO_TOKEN
+            adder.memory_budget.reserve(span, outputs)
             req.lock = tree.lock(req.last_node)
             req.extend_end = host.end
             tr.state = RequestState.RELOADING
