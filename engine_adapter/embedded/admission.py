@@ -66,6 +66,26 @@ class RunningView:
         return len(self.reqs)
 
 
+class LazyQueue:
+    """The waiting queue as fcfs `calc_priority` reads it: its length, and a slice of it
+    as labelled `Req`s (built on that first read, as admission would build them)."""
+
+    __slots__ = ("_waiting", "_label")
+
+    def __init__(self, waiting, label) -> None:
+        self._waiting = waiting
+        self._label = label
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def __getitem__(self, index: slice) -> list:
+        picked = list(self._waiting)[index]
+        for tr in picked:
+            self._label(tr)
+        return [tr.req for tr in picked]
+
+
 class Admission:
     """One SGLang prefill round per call to `select`.
 
@@ -165,8 +185,17 @@ class Admission:
 
     def _order_waiting(self, running: RunningView) -> list[Tracked]:
         """SchedulePolicy.calc_priority on the waiting `Req`s (labelled first, so their
-        radix keys are the ones admission will match); `st.waiting` takes its order."""
+        radix keys are the ones admission will match); `st.waiting` takes its order.
+
+        Under fcfs the policy neither sorts nor matches (the trees kvctl builds do not
+        support fast matching); it reads only the queue's length and, on a refresh round,
+        its first WAITING_QUEUE_PREFIX_MATCH_MAX requests. It gets a `LazyQueue` then, so a
+        long queue keeps holding specs, not `Req`s (requests.py `Tracked`)."""
         st = self.st
+        if self.policy.policy.value == "fcfs" and not self.policy.enable_priority_scheduling:
+            self.policy.calc_priority(LazyQueue(st.waiting, self._label), running,
+                                      processed_tokens=self.processed_tokens)
+            return list(st.waiting)
         for tr in st.waiting:
             self._label(tr)
         reqs = [t.req for t in st.waiting]
