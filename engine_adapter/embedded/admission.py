@@ -28,6 +28,7 @@ allocator is short).
 from __future__ import annotations
 
 import hashlib
+import itertools
 from typing import NamedTuple
 
 from engine_adapter.embedded.requests import RequestState, Tracked
@@ -80,7 +81,10 @@ class LazyQueue:
         return len(self._waiting)
 
     def __getitem__(self, index: slice) -> list:
-        picked = list(self._waiting)[index]
+        if index.start is None and index.step is None and index.stop is not None:
+            picked = list(itertools.islice(self._waiting, index.stop))  # queue[:N]
+        else:
+            picked = list(self._waiting)[index]
         for tr in picked:
             self._label(tr)
         return [tr.req for tr in picked]
@@ -177,9 +181,10 @@ class Admission:
                 if verdict == AddReqResult.NO_TOKEN:
                     self.batch_is_full = bool(adder.can_run_list) or bool(running.reqs)
                 break
-        admitted = {id(t) for t, o in zip(chosen, origins) if o == "waiting"}
-        if admitted:
-            st.waiting = type(st.waiting)(t for t in st.waiting if id(t) not in admitted)
+        # the loop stops at the first refusal, so the admitted are the queue's head, in order
+        # (scheduler.py: waiting_queue = [x for x in waiting_queue if x not in can_run_set])
+        for _ in range(origins.count("waiting")):
+            st.waiting.popleft()
         self.processed_tokens += computed
         return Selection(chosen, origins, computed)
 
