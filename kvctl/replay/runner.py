@@ -234,7 +234,8 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         "default_retention": config.default_retention, "tau_high": config.tau_high,
         "token_budget": config.token_budget, "chunked_prefill_size": config.token_budget,
         "max_prefill_tokens": config.max_prefill_tokens,
-        "schedule_policy": config.schedule_policy, "kvctl_mechanisms": kvctl_mechanisms(config),
+        "schedule_policy": config.schedule_policy,
+        "kvctl_mechanisms": kvctl_mechanisms(config, getattr(driver, "scenario", None)),
         "max_running_requests": config.max_running_requests,
         "decode_quantum": config.decode_quantum, "exact_batches": config.exact_batches,
         "max_context_len": config.max_context_len, "kv_pool": config.kv_pool,
@@ -245,10 +246,14 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
     return config, resolved, tuple(notes)
 
 
-def kvctl_mechanisms(config: EngineConfig) -> list[str]:
+def kvctl_mechanisms(config: EngineConfig, scenario=None) -> list[str]:
     """kvctl's own mechanisms a stock SGLang server lacks that this replay has on (the
-    report names each): the tau_high ceiling, tool-wait retention, the host tier."""
+    report names each): the tau_high ceiling, tool-wait retention (the engine default or
+    a scenario's per-tool policy), the host tier."""
     on = []
+    tools = {t.retention for agent in getattr(scenario, "agents", ()) for t in agent.tools}
+    if tools - {"drop"}:
+        on.append(f"scenario per-tool retention ({', '.join(sorted(tools - {'drop'}))})")
     if config.tau_high is not None:
         on.append(f"tau_high admission ceiling {config.tau_high:g}")
     if config.default_retention == "retain":
