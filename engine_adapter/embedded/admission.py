@@ -80,7 +80,12 @@ class LazyQueue:
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def __getitem__(self, index: slice) -> list:
+    def __iter__(self):  # every Req, built: only a reader that wants them all pays
+        return iter(self[:len(self)])
+
+    def __getitem__(self, index: slice | int):
+        if isinstance(index, int):
+            return self[index:index + 1 or None][0]
         if index.start is None and index.step is None and index.stop is not None:
             picked = list(itertools.islice(self._waiting, index.stop))  # queue[:N]
         else:
