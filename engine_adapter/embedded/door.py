@@ -21,7 +21,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from engine_adapter.embedded.config import EngineConfig
-from engine_adapter.embedded.requests import RequestSpec
+import numpy as np
+
+from engine_adapter.embedded.requests import FinishedRecord, RequestSpec
 
 
 def door(spec: RequestSpec, config: EngineConfig, allocator) -> tuple[str | None, int]:
@@ -51,3 +53,11 @@ def door(spec: RequestSpec, config: EngineConfig, allocator) -> tuple[str | None
     if error or max_new is None:
         return error or f"Request prompt exceeds the KV memory budget: input_len={prompt}.", 0
     return None, max_new
+
+
+def rejected_record(spec: RequestSpec, clock_s: float, reason: str) -> FinishedRecord:
+    """The record of a refused request: no outputs, no hit, no latency of its own."""
+    return FinishedRecord(rid=spec.rid, session=spec.session, finish_s=clock_s,
+                          output_ids=np.empty(0, dtype=np.int64), prompt_tokens=len(spec.tokens),
+                          hit_tokens=0, ttft_s=0.0, itl_s=np.empty(0, dtype=np.float64),
+                          queue_s=0.0, rejected=reason)

@@ -21,7 +21,6 @@ import secrets
 import time
 from dataclasses import dataclass
 
-import numpy as np
 
 from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded.cost_model import RooflineCostModel
@@ -30,8 +29,8 @@ from engine_adapter.embedded.decode import Decode
 from engine_adapter.embedded.decode_direct import DirectDecode
 from engine_adapter.embedded.faults import FaultInjector
 from engine_adapter.embedded.oracle import ContentOracle, NullOracle
-from engine_adapter.embedded.door import door
-from engine_adapter.embedded.prefill import Prefill, namespace_label, to_token_array
+from engine_adapter.embedded.door import door, rejected_record
+from engine_adapter.embedded.prefill import Prefill, build_req, namespace_label
 from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
 from engine_adapter.embedded.retention import Retention
 from engine_adapter.embedded.sglang_runtime import SGLangComponents, build_components
@@ -41,21 +40,6 @@ from engine_adapter.instrument.probes import install_eviction_probe
 from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Snapshot
 from kvctl.errors import InputError, IntegrityError
-
-OUTPUT_VOCAB = 1 << 31  # synthetic ids live in [2^30, 2^31): below SGLang's uint32 hashing
-
-
-def build_req(spec: RequestSpec):
-    """SGLang's `Req` for `spec`, as the scheduler builds one for a tokenized request:
-    greedy, `ignore_eos`, no stop ids (`Tracked.make_req`, called at first use)."""
-    from sglang.srt.managers.schedule_batch import Req
-    from sglang.srt.sampling.sampling_params import SamplingParams
-
-    sampling = SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=0, ignore_eos=True)
-    sampling.normalize(None)
-    return Req(spec.rid, "", to_token_array(spec.tokens), sampling, vocab_size=OUTPUT_VOCAB,
-               eos_token_ids=set(), priority=spec.priority)
-
 
 @dataclass(frozen=True, kw_only=True)
 class StepReport:
@@ -151,19 +135,13 @@ class EmbeddedEngine:
         return bool(st.future or st.waiting or st.partial or st.reloading or st.running)
 
     def step(self, *, horizon_s: float | None = None) -> StepReport:
-        """One scheduling step, in the order of SGLang's `Scheduler.event_loop_normal` and
-        `get_next_batch_to_run` (srt/managers/scheduler.py):
-
-            1. receive: arrivals due by now join the waiting queue (reloads complete)
-            2. prefill round: SchedulePolicy + PrefillAdder (admission.py); if it admits
-               anything, this step runs that prefill batch, and nothing else
-            3. otherwise decode: check_decode_mem, retract_decode when short (then the
-               new_token_ratio from it, else one decay step), prepare_for_decode
-            4. process the result: first tokens / output tokens, finishes, the clock
-
-        On the direct path, when no prefill round can run (nothing waits, or SGLang's
-        `batch_is_full` holds, and no chunk is in progress), one call may run several
-        decode steps (`StepReport.steps`), never past the next arrival or `horizon_s`."""
+        """One step in the order of SGLang's `event_loop_normal` / `get_next_batch_to_run`
+        (srt/managers/scheduler.py): 1. arrivals pass the door and queue; 2. a prefill
+        round (admission.py: SchedulePolicy + PrefillAdder) whose batch, if any, is this
+        step; 3. else decode (check_decode_mem, retract_decode when short, the
+        new_token_ratio, prepare_for_decode); 4. tokens, finishes, the clock.
+        On the direct path, when no prefill round can run, one call may run several decode
+        steps (`StepReport.steps`), never past the next arrival or `horizon_s`."""
         st = self._st
         st.finished = []
         start = st.clock_s
@@ -204,8 +182,7 @@ class EmbeddedEngine:
         return self._report(start, plan.computed_tokens, decode_requests)
 
     def _decode(self) -> int:
-        """One decode step (scheduler.py update_running_batch, then the forward); returns
-        the batch size it decoded."""
+        """One decode step (update_running_batch, the forward); returns its batch size."""
         st = self._st
         shrinks = (st.counters.retractions, st.counters.allocation_failures)
         decode_requests, decode_context = self.decode.prepare()
@@ -232,15 +209,13 @@ class EmbeddedEngine:
 
     def _next_event_s(self, horizon_s: float | None) -> float | None:
         """The earliest time at which something other than decoding becomes due."""
-        events = [t for t in (horizon_s, self._st.future[0][0] if self._st.future else None)
-                  if t is not None]
-        return min(events) if events else None
+        arrival = self._st.future[0][0] if self._st.future else None
+        return min((t for t in (horizon_s, arrival) if t is not None), default=None)
 
     def _decode_jump(self, clocks: list[float], start: float) -> StepReport:
         """len(clocks) decode-only steps in one allocation (DirectDecode.advance); the
         new_token_ratio decays once per step, as update_running_batch's would."""
-        st = self._st
-        finished_before = st.counters.requests_finished
+        st, finished_before = self._st, self._st.counters.requests_finished
         decode_requests = self.decode.advance(clocks)
         for _ in clocks:
             self.prefill.admission.ratio.decay_step()
@@ -267,11 +242,7 @@ class EmbeddedEngine:
         for spec in st.pop_due():
             reason, max_new = door(spec, self.config, st.sg.allocator)
             if reason is not None:
-                record = FinishedRecord(
-                    rid=spec.rid, session=spec.session, finish_s=st.clock_s,
-                    output_ids=np.empty(0, dtype=np.int64), prompt_tokens=len(spec.tokens),
-                    hit_tokens=0, ttft_s=0.0, itl_s=np.empty(0, dtype=np.float64),
-                    queue_s=0.0, rejected=reason)
+                record = rejected_record(spec, st.clock_s, reason)
                 self._rejected.append(record)
                 st.finished.append(record)
                 continue

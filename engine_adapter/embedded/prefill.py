@@ -19,9 +19,10 @@ import numpy as np
 from engine_adapter.embedded.admission import Admission, namespace_label
 from engine_adapter.embedded.allocation import Allocation, PrefillPlan, state_digest
 from engine_adapter.embedded.completion import Completion
+from engine_adapter.embedded.requests import RequestSpec
 from engine_adapter.embedded.state import EngineState, RollbackDigests
 
-__all__ = ["Prefill", "PrefillPlan", "namespace_label", "state_digest", "to_token_array"]
+__all__ = ["OUTPUT_VOCAB", "Prefill", "build_req", "PrefillPlan", "namespace_label", "state_digest", "to_token_array"]
 
 
 class Prefill:
@@ -69,3 +70,18 @@ def to_token_array(tokens: np.ndarray) -> array:
     out = array("q")
     out.frombytes(memoryview(np.ascontiguousarray(tokens, dtype="<i8")).cast("B"))
     return out
+
+
+OUTPUT_VOCAB = 1 << 31  # synthetic ids live in [2^30, 2^31): below SGLang's uint32 hashing
+
+
+def build_req(spec: RequestSpec):
+    """SGLang's `Req` for `spec`, as the scheduler builds one for a tokenized request:
+    greedy, `ignore_eos`, no stop ids (`Tracked.make_req`, called at first use)."""
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    sampling = SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=0, ignore_eos=True)
+    sampling.normalize(None)
+    return Req(spec.rid, "", to_token_array(spec.tokens), sampling, vocab_size=OUTPUT_VOCAB,
+               eos_token_ids=set(), priority=spec.priority)
