@@ -1,44 +1,40 @@
-"""Prefill admission: which requests get prefill work this step, and how much ("what fits").
+"""Prefill admission through SGLang's own scheduling classes ("what fits").
 
-Per step, under a token budget (chunked prefill, seed 003):
+Each prefill round is SGLang 0.5.23's `Scheduler._get_new_batch_prefill_raw`
+(srt/managers/scheduler.py) with the same collaborators, called, not re-implemented:
 
-1. continue partially prefilled requests (they hold their rows; no new match);
-2. admit waiting requests in arrival order: authorize the namespace before the tree is
-   consulted, match with SGLang's `Req.init_next_round_input(tree_cache)` (S_cap = S-1,
-   page aligned), lock the matched node, check capacity (free + evictable - decode reserve)
-   and the admission ceiling, and size the chunk.
+    SchedulePolicy.calc_priority    orders the waiting queue (fcfs, lpm, dfs-weight, ...)
+                                    and touches waiting prefixes (LRU refresh, every 32nd
+                                    round under fcfs + lru, SGLANG_ENABLE_WAITING_PREFIX_REFRESH)
+    PrefillAdder                    add_chunked_req for the chunk in progress, then
+                                    add_one_req per waiting request in queue order, under
+                                    rem_total_tokens (free + evictable - the running requests'
+                                    remaining max_new_tokens), --chunked-prefill-size and
+                                    --max-prefill-tokens; it locks each admitted prefix
+    NewTokenRatioTracker            the new_token_ratio the adder reserves with (decayed
+                                    each decode step, reset from retract_decode)
+
+Only the glue of that method is mirrored here (SGLang keeps it inside `Scheduler`, whose
+constructor needs a model worker): the early returns on `batch_is_full` and
+`get_num_allocatable_reqs`, the loop's breaks, and `batch_is_full` after NO_TOKEN.
+kvctl's own mechanisms enter the loop only when configured: namespace authorization (a
+request that may not read a namespace matches nothing), the tau_high ceiling
+(`EngineConfig.tau_high`, off by default) and host-tier reloads (`host_capacity_tokens`).
 
 Nothing here allocates K/V (allocation.py does, and rolls an admission back when SGLang's
-allocator is short). Page ranges, page size P (the chunk end and the pages a request needs):
-
-    chunk: a prompt longer than the budget is cut back to a page boundary
-
-        prefix_len                 prefix_len + budget
-        |<---------- budget ---------->|
-        |<------ take ------>|           end = floor((prefix_len + budget) / P) * P
-                             ^ end
-
-    need: the tokens (whole pages) an extend of [prefix_len, prefix_len + take) allocates
-
-        0        P        2P       3P       4P
-        |--------|--------|--------|--------|
-        [ prefix  )[ take                )
-                  ^ prefix_len = P (held)   ^ prefix_len + take = 3.5P
-        need = page_ceil(prefix_len + take) - floor(prefix_len / P) * P = 4P - P = 3P
-
-    (prefix_len is page aligned for a match, a chunk end and a reload end; were it not,
-    the page it ends in would be counted again: an over-estimate, never an under-one.)
+allocator is short).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import itertools
 from typing import NamedTuple
 
 from engine_adapter.embedded.requests import RequestState, Tracked
 from engine_adapter.embedded.state import EngineState
 from engine_adapter.instrument.funnel_recorder import AdmissionFacts
+from engine_adapter.base.errors import InputError
 from engine_adapter.base.pages import page_ceil, page_floor
 
 
@@ -47,17 +43,6 @@ def namespace_label(namespace: str, salt: str) -> str:
     a guessable tenant name cannot be recovered from it (seed 000 0x0CE). The label is
     also the SGLang `cache_salt`, so it partitions the radix tree."""
     return "ns-" + hashlib.sha256(f"{salt}\0{namespace}".encode()).hexdigest()[:12]
-
-
-@dataclass(frozen=True)
-class Blocked:
-    """The waiting head was refused with nothing admitted this step (see still_blocked)."""
-
-    rid: str
-    marks: tuple
-    need: int | None  # tokens its admission needed (None: refused before _fits, no deferral)
-    evictable: int  # the tree's evictable tokens it was checked with (its own path locked)
-    reserve: int  # the decode reserve it was checked with
 
 
 class Selection(NamedTuple):
@@ -69,144 +54,192 @@ class Selection(NamedTuple):
     computed_tokens: int  # tokens the modeled forward computes (a reload span computes none)
 
 
-class Admission:
-    """Picks prefill work under the token budget and the running-request limit.
+class RunningView:
+    """What SGLang's scheduling classes read of the running `ScheduleBatch`: its `reqs`
+    (PrefillAdder's reservation, routing-key's counts) and `batch_size()`."""
 
-    `select` mutates the queues (pops what it picks from `partial` and `waiting`), each
-    picked request's `Req` (fill ids, prefix_len, extend_end, cache salt, its tree lock) and
-    `Tracked` (state, key, admission facts), and counts ceiling deferrals. A refused
-    waiting request is left as it was found (its match unlocked) at the head of the queue.
-    It allocates nothing and raises nothing of its own."""
+    __slots__ = ("reqs",)
+
+    def __init__(self, reqs: list) -> None:
+        self.reqs = reqs
+
+    def batch_size(self) -> int:
+        return len(self.reqs)
+
+
+class LazyQueue:
+    """The waiting queue as fcfs `calc_priority` reads it: its length, and a slice of it
+    as labelled `Req`s (built on that first read, as admission would build them)."""
+
+    __slots__ = ("_waiting", "_label")
+
+    def __init__(self, waiting, label) -> None:
+        self._waiting = waiting
+        self._label = label
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def __iter__(self):  # every Req, built: only a reader that wants them all pays
+        return iter(self[:len(self)])
+
+    def __getitem__(self, index: slice | int):
+        if isinstance(index, int):
+            return self[index:index + 1 or None][0]
+        if index.start is None and index.step is None and index.stop is not None:
+            picked = list(itertools.islice(self._waiting, index.stop))  # queue[:N]
+        else:
+            picked = list(self._waiting)[index]
+        for tr in picked:
+            self._label(tr)
+        return [tr.req for tr in picked]
+
+
+class Admission:
+    """One SGLang prefill round per call to `select`.
+
+    Mutates the queues (pops what it admits from `partial` and `waiting`; a cache-aware
+    policy reorders `waiting` as SGLang's sorts its waiting_queue), each admitted `Req`
+    (prefix, extend_end, cache salt, its tree lock: PrefillAdder's), `Tracked` (state,
+    key, admission facts), the deferral counter, and `batch_is_full` (SGLang's
+    `running_batch.batch_is_full`). Raises InputError for a policy SGLang refuses."""
 
     def __init__(self, st: EngineState, retention) -> None:
+        from sglang.srt.managers.schedule_policy import SchedulePolicy
+        from sglang.srt.managers.scheduler_components.new_token_ratio_tracker import (
+            NewTokenRatioTracker,
+        )
+
         self.st = st
         self.retention = retention
-        self.blocked: Blocked | None = None
-        self._last_fit: tuple | None = None  # (rid, need, evictable) of the head's last _fits
+        try:  # scheduler.py init_schedule_policy (no hierarchical cache, no priorities)
+            self.policy = SchedulePolicy(st.config.schedule_policy, st.sg.tree_cache, False,
+                                         False, False)
+        except ValueError as err:
+            raise InputError(f"SGLang refuses --schedule-policy "
+                             f"{st.config.schedule_policy}: {err}") from None
+        from sglang.srt.managers.schedule_policy import PrefillAdder
 
-    def select(self, budget: int, decode_reserve: int) -> Selection:
-        """Continuations first, then waiting requests in order, until the budget, the
-        running limit or a refusal stops it (arrival order: no request overtakes the head)."""
+        self.adder_class = PrefillAdder  # scheduler.py get_prefill_adder_class
+        self.ratio = NewTokenRatioTracker.from_config()
+        self.batch_is_full = False
+        self.processed_tokens = 0  # scheduler.processed_tokens_counter (HRRN's aging)
+
+    def prefill_wanted(self) -> bool:
+        """`_get_new_batch_prefill_raw`'s first early return: no round while the batch is
+        full or nothing waits, unless a chunk is in progress."""
         st = self.st
-        page = st.config.page_size
+        return bool(st.partial) or (bool(st.waiting) and not self.batch_is_full)
+
+    def _allocatable(self, running_bs: int, held_rows: int) -> int:
+        """scheduler.py get_num_allocatable_reqs: pp_max_micro_batch_size (= max running
+        at PP 1) minus the running batch, and the free request rows plus those held."""
+        rows = self.st.sg.req_to_token_pool.available_size() + held_rows
+        return min(self.st.config.max_running_requests - running_bs, max(rows, 0))
+
+    def select(self) -> Selection:
+        """One prefill round (module docstring); empty when SGLang would run none."""
+        from sglang.srt.managers.schedule_policy import AddReqResult
+
+        st = self.st
         chosen: list[Tracked] = []
         origins: list[str] = []
-        computed = 0
-        # Partially prefilled requests (chunk continuations, completed reloads) first.
-        while st.partial and budget >= page:
-            tr = st.partial[0]
+        if not st.running:
+            self.batch_is_full = False
+        if not self.prefill_wanted():
+            return Selection(chosen, origins, 0)
+        running = RunningView([t.req for t in st.running.values()])
+        running_bs = len(running.reqs)
+        if not st.partial and self._allocatable(running_bs, 0) <= 0:
+            self.batch_is_full = True
+            return Selection(chosen, origins, 0)
+        queue = self._order_waiting(running)
+        tree = st.sg.tree_cache
+        adder = self.adder_class(st.config.page_size, tree, st.sg.allocator, running,
+                             self.ratio.current, st.config.max_prefill_tokens,
+                             st.config.token_budget, 0, 0,
+                             max_running_requests=st.config.max_running_requests)
+        for tr in list(st.partial):  # the chunk in progress (and completed reloads)
             req = tr.req
-            remaining = len(req.full_untruncated_fill_ids) - req.prefix_len
-            take = self._chunk(req.prefix_len, remaining, budget)
-            if take <= 0 or not self._fits(take, req.prefix_len, decode_reserve, chosen, new=False):
+            req.init_next_round_input()
+            adder.add_chunked_req(req)
+            if not adder.can_run_list or adder.can_run_list[-1] is not req:
                 break
-            st.partial.popleft()
-            req.init_next_round_input()  # refresh fill ids only: the row is already held
-            req.extend_end = req.prefix_len + take
-            budget -= take
-            computed += take
+            st.partial.remove(tr)
             chosen.append(tr)
             origins.append("partial")
-        self.blocked = None
-        self._last_fit = None
-        while st.waiting and budget >= page and len(st.live_tracked()) + len(chosen) < st.config.max_running_requests:
-            tr = st.waiting[0]
-            outcome = self._admit(tr, budget, decode_reserve, chosen)
-            if outcome is None:
+        computed = sum(t.req.extend_len for t in chosen)
+        for tr in queue:
+            if adder.budget_state() == AddReqResult.OTHER:
                 break
+            held = sum(r.kv.holds_kv for r in adder.can_run_list)
+            reloads = sum(t.state == RequestState.RELOADING for t in chosen)  # not the adder's
+            if len(adder.can_run_list) + reloads >= self._allocatable(running_bs, held):
+                self.batch_is_full = True
+                break
+            tokens, verdict = self._admit(tr, adder)
+            if tokens is not None:
+                chosen.append(tr)
+                origins.append("waiting")
+                computed += tokens
+            if verdict != AddReqResult.CONTINUE:
+                if verdict == AddReqResult.NO_TOKEN:
+                    self.batch_is_full = bool(adder.can_run_list) or bool(running.reqs)
+                break
+        # the loop stops at the first refusal, so the admitted are the queue's head, in order
+        # (scheduler.py: waiting_queue = [x for x in waiting_queue if x not in can_run_set])
+        for _ in range(origins.count("waiting")):
             st.waiting.popleft()
-            budget -= outcome
-            computed += outcome
-            chosen.append(tr)
-            origins.append("waiting")
-        if st.waiting and not chosen:
-            attempted = self._last_fit is not None and self._last_fit[0] == st.waiting[0].spec.rid
-            self.blocked = Blocked(rid=st.waiting[0].spec.rid, marks=self._marks(),
-                                   need=self._last_fit[1] if attempted else None,
-                                   evictable=self._last_fit[2] if attempted else 0,
-                                   reserve=decode_reserve)
-        self._last_fit = None
+        self.processed_tokens += computed
         return Selection(chosen, origins, computed)
 
-    def _marks(self) -> tuple:
-        """What can change a refused head's next attempt: a finish or abort, a retraction,
-        a revoked lease (all free memory or change the tree), a generation bump (changes
-        its key), an eviction (may shorten its match: it would need more, but by how much
-        only a new match says)."""
-        c = self.st.counters
-        return (c.requests_finished, c.retractions, len(self.st.leases), self.st.generation,
-                c.evictions)
+    def _order_waiting(self, running: RunningView) -> list[Tracked]:
+        """SchedulePolicy.calc_priority on the waiting `Req`s (labelled first, so their
+        radix keys are the ones admission will match); `st.waiting` takes its order.
 
-    def still_blocked(self) -> Blocked | None:
-        """The last step's refusal of the waiting head, if it must stand this step too.
-
-        Admission of the head was refused (capacity, the ceiling, max running or the
-        token budget) with nothing else admitted; with only decoding since (no eviction),
-        the tree and the running set are unchanged and free memory only shrank, so the
-        same match and a refusal follow (`deferred_at` says which kind).
-        None when anything in `_marks` moved or the head changed."""
-        st, blocked = self.st, self.blocked
-        if blocked is None or not st.waiting or st.waiting[0].spec.rid != blocked.rid:
-            return None
-        return blocked if blocked.marks == self._marks() else None
-
-    def deferred_at(self, available: int) -> bool:
-        """Whether the blocked head's refusal, repeated with `available` free tokens and
-        nothing else changed, is the admission ceiling's (counted as a deferral) rather
-        than capacity's: `_fits` for a new request with nothing else chosen."""
-        st, blocked = self.st, self.blocked
-        if blocked is None or blocked.need is None or st.config.tau_high is None:
-            return False
-        evictable = blocked.evictable
-        if blocked.need + blocked.reserve > available + evictable:
-            return False
-        pool = st.sg.allocator.size
-        return (pool - available - evictable + blocked.need) / pool > st.config.tau_high
-
-    def _chunk(self, prefix_len: int, remaining: int, budget: int) -> int:
-        """Tokens to compute now: all if they fit, else a page-aligned chunk end (diagram)."""
-        if remaining <= budget:
-            return remaining
-        page = self.st.config.page_size
-        return page_floor(prefix_len + budget, page) - prefix_len
-
-    def _fits(self, tokens: int, prefix_len: int, decode_reserve: int, chosen: list[Tracked],
-              *, new: bool = True) -> bool:
-        """Capacity (free + evictable) for `tokens` new slots, and for a new admission the
-        ceiling. A continuing request is never held back by the ceiling: it already holds
-        memory, and stalling it could only deadlock."""
+        Under fcfs the policy neither sorts nor matches (the trees kvctl builds do not
+        support fast matching); it reads only the queue's length and, on a refresh round,
+        its first WAITING_QUEUE_PREFIX_MATCH_MAX requests. It gets a `LazyQueue` then, so a
+        long queue keeps holding specs, not `Req`s (requests.py `Tracked`)."""
         st = self.st
-        page = st.config.page_size
-        need = page_ceil(prefix_len + tokens, page) - page_floor(prefix_len, page)
-        if new and not chosen and st.waiting:  # the head's own path is locked now
-            self._last_fit = (st.waiting[0].spec.rid, need, st.sg.tree_cache.evictable_size())
-        pending = sum(page_ceil(t.req.extend_end, page) - page_floor(t.req.prefix_len, page) for t in chosen)
-        free = st.sg.allocator.available_size() + st.sg.tree_cache.evictable_size()
-        if need + pending + decode_reserve > free:
-            return False
-        tau = st.config.tau_high
-        if new and tau is not None and (st.live_tracked() or chosen):
-            pool = st.sg.allocator.size
-            locked = pool - st.sg.allocator.available_size() - st.sg.tree_cache.evictable_size()
-            # Ceiling on non-reclaimable use (SGLang's token_usage): evictable cache is
-            # reclaimable on demand, counting it would make a warm cache look full forever.
-            if (locked + pending + need) / pool > tau:
-                st.counters.admission_deferrals += 1
-                return False
-        return True
+        if self.policy.policy.value == "fcfs" and not self.policy.enable_priority_scheduling:
+            self.policy.calc_priority(LazyQueue(st.waiting, self._label), running,
+                                      processed_tokens=self.processed_tokens)
+            return list(st.waiting)
+        for tr in st.waiting:
+            self._label(tr)
+        reqs = [t.req for t in st.waiting]
+        before = [id(r) for r in reqs]
+        self.policy.calc_priority(reqs, running, processed_tokens=self.processed_tokens)
+        if [id(r) for r in reqs] != before:
+            by_req = {id(t.req): t for t in st.waiting}
+            st.waiting = type(st.waiting)(by_req[id(r)] for r in reqs)
+        return list(st.waiting)
 
-    def _admit(self, tr: Tracked, budget: int, decode_reserve: int, chosen: list[Tracked]) -> int | None:
-        """Match, lock and size one waiting request; None leaves it waiting (rolled back)."""
-        st = self.st
-        spec, req = tr.spec, tr.req
-        authorized = self._authorized(spec)
-        own = spec.read_namespace if authorized else spec.tenant
-        tr.namespace_label = namespace_label(own, st.namespace_salt)
+    def _label(self, tr: Tracked) -> bool:
+        """Set the namespace label, generation key, cache salt and extra key a request
+        matches under; returns whether its tenant may read the namespace it asks for."""
+        st, spec, req = self.st, tr.spec, tr.req
+        namespace = spec.read_namespace
+        authorized = (namespace == spec.tenant
+                      or namespace in st.config.authorized.get(spec.tenant, ()))
+        tr.namespace_label = namespace_label(namespace if authorized else spec.tenant,
+                                             st.namespace_salt)
         tr.generation = st.generation
         tr.key = (tr.namespace_label, st.generation)
         req.cache_salt = tr.namespace_label
         req.extra_key = f"gen{st.generation}"
+        return authorized
+
+    def _admit(self, tr: Tracked, adder) -> tuple[int | None, object]:
+        """Match and offer one waiting request to the adder (scheduler.py: init_next_round_input,
+        then add_one_req). Returns (tokens it computes, or None when refused; the adder's
+        verdict for the next candidate, an AddReqResult)."""
+        from sglang.srt.managers.schedule_policy import AddReqResult
+
+        st, req = self.st, tr.req
         tree = st.sg.tree_cache
+        authorized = self._label(tr)
         if authorized:
             req.init_next_round_input(tree)
         else:  # refused before the tree is consulted: no lookup at all
@@ -216,46 +249,84 @@ class Admission:
             req.kv.cache_protected_len = 0
         fill = req.full_untruncated_fill_ids
         s_cap = max(len(fill) - 1, 0)
-        req.lock = tree.lock(req.last_node)
+        if self._over_ceiling(req, len(fill), adder.can_run_list):
+            return None, AddReqResult.OTHER  # kvctl's ceiling: retried next round
         host = self.retention.host_plan(tr, s_cap) if authorized else None
-        reload = host is not None and host.reload
-        if reload:
-            take = host.end - req.prefix_len  # allocate the reload span; no compute now
-        else:
-            take = self._chunk(req.prefix_len, len(fill) - req.prefix_len, budget)
-        chunking = not reload and req.prefix_len + take < len(fill)
-        if chunking and (st.partial or any(_is_chunking(t) for t in chosen)):
-            take = 0  # one chunked prefill at a time, as SGLang's scheduler does
-        if take <= 0 or not self._fits(take, req.prefix_len, decode_reserve, chosen):
-            tree.unlock(req.lock)
-            req.lock = None
-            return None
-        req.extend_end = req.prefix_len + take
-        tr.admitted_s = st.clock_s if tr.admitted_s is None else tr.admitted_s
-        if not tr.funnel_done:
-            s_any, s_ns, s_sem = (st.oracle.lengths(tr.key, fill, s_cap, chain=tr.chain)
-                                  if authorized else (0, 0, 0))
-            tr.facts = AdmissionFacts(
-                s_prompt=len(spec.tokens), s_cap=s_cap, authorized=authorized,
-                s_any=s_any, s_ns=s_ns, s_sem=s_sem,
-                s_indexed=req.prefix_len + (host.end - req.prefix_len if host else 0),
-                leased=True, mapped=host is None or host.reload, snapshot_current=True,
-                s_runtime=req.prefix_len,
-            )
-        if reload:
+        if host is not None and host.reload:  # kvctl's host tier: allocate the span only
+            # charged to the adder's budget as SGLang charges an admission (reserve: the
+            # paged span, a page, and the outputs still to come), so later candidates see it
+            span = host.end - req.prefix_len
+            outputs = req.sampling_params.max_new_tokens - len(req.output_ids)
+            if page_ceil(span, st.config.page_size) + st.config.page_size + outputs \
+                    >= adder.rem_total_tokens:
+                return None, AddReqResult.NO_TOKEN
+            adder.memory_budget.reserve(span, outputs)
+            req.lock = tree.lock(req.last_node)
+            req.extend_end = host.end
             tr.state = RequestState.RELOADING
             tr.reload_required_end = host.end
             tr.reload_tokens = host.end - req.prefix_len
-            return 0
+            self._facts(tr, authorized, s_cap, host)
+            return 0, AddReqResult.CONTINUE
+        verdict = adder.add_one_req(req, has_chunked_req=bool(st.partial),
+                                    truncation_align_size=None)
+        if not adder.can_run_list or adder.can_run_list[-1] is not req:
+            return None, verdict
         tr.state = RequestState.PREFILL
-        return take
+        self._facts(tr, authorized, s_cap, host)
+        return req.extend_len, verdict
 
-    def _authorized(self, spec) -> bool:
-        """Whether `spec`'s tenant may read the namespace it asks for (its own, or one the
-        config's `authorized` map grants it)."""
-        namespace = spec.read_namespace
-        return namespace == spec.tenant or namespace in self.st.config.authorized.get(spec.tenant, ())
+    def _over_ceiling(self, req, prompt: int, chosen: list) -> bool:
+        """kvctl's tau_high (seed 003, off unless configured): defer a new admission that
+        would push non-reclaimable use (SGLang's token_usage) above the ceiling while
+        other requests run or were admitted this round."""
+        st = self.st
+        tau = st.config.tau_high
+        if tau is None or not (st.running or st.partial or st.reloading or chosen):
+            return False
+        page = st.config.page_size
+        pool = st.sg.allocator.size
+        need = page_ceil(prompt, page) - page_floor(req.prefix_len, page)
+        pending = sum(page_ceil(r.extend_end, page) - page_floor(r.prefix_len, page)
+                      for r in chosen)
+        locked = pool - st.sg.allocator.available_size() - st.sg.tree_cache.evictable_size()
+        if (locked + pending + need) / pool > tau:
+            st.counters.admission_deferrals += 1
+            return True
+        return False
 
+    def _facts(self, tr: Tracked, authorized: bool, s_cap: int, host) -> None:
+        st, req, spec = self.st, tr.req, tr.spec
+        tr.admitted_s = st.clock_s if tr.admitted_s is None else tr.admitted_s
+        if tr.funnel_done:
+            return
+        fill = req.full_untruncated_fill_ids
+        s_any, s_ns, s_sem = (st.oracle.lengths(tr.key, fill, s_cap, chain=tr.chain)
+                              if authorized else (0, 0, 0))
+        tr.facts = AdmissionFacts(
+            s_prompt=len(spec.tokens), s_cap=s_cap, authorized=authorized,
+            s_any=s_any, s_ns=s_ns, s_sem=s_sem,
+            s_indexed=req.prefix_len + (host.end - req.prefix_len if host else 0),
+            leased=True, mapped=host is None or host.reload, snapshot_current=True,
+            s_runtime=req.prefix_len,
+        )
 
-def _is_chunking(tr: Tracked) -> bool:
-    return tr.state == RequestState.PREFILL and tr.req.extend_end < len(tr.req.full_untruncated_fill_ids)
+    # ---- after the step: SGLang's update_running_batch bookkeeping ---------------------
+
+    def on_decode(self, retracted: bool, kept: list) -> None:
+        """scheduler.py update_running_batch: after a retraction the ratio is
+        retract_decode's estimate over the kept requests; else one decay step."""
+        from sglang.srt.managers.scheduler_components.new_token_ratio_tracker import (
+            NewTokenRatioTracker,
+        )
+
+        if retracted:
+            self.ratio.current = NewTokenRatioTracker.estimate_new_token_ratio_after_retract(kept)
+            self.batch_is_full = False
+        else:
+            self.ratio.decay_step()
+
+    def on_batch_shrunk(self) -> None:
+        """A request left the running batch (finish, abort): get_next_batch_to_run's
+        filter_batch clears batch_is_full."""
+        self.batch_is_full = False

@@ -15,6 +15,11 @@ EVICTION_POLICIES: tuple[str, ...] = ("lru", "lfu", "fifo", "mru", "filo", "prio
 TREE_CORES: tuple[str, ...] = ("rust", "python")
 KV_POOLS: tuple[str, ...] = ("noop", "mha")
 RETENTION_POLICIES: tuple[str, ...] = ("retain", "drop", "offload")
+# SGLang 0.5.23's --schedule-policy choices (srt/arg_groups/fields/schedule.py; a unit test
+# keeps them equal). "priority" is accepted by its argument parser but refused by
+# SchedulePolicy at start-up, and the replay refuses it the same way (sched_round.py).
+SCHEDULE_POLICIES: tuple[str, ...] = ("lpm", "random", "fcfs", "dfs-weight", "lof", "priority",
+                                      "routing-key", "hrrn", "shortest-prefill-first")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,9 +48,13 @@ class EngineConfig:
     """Everything needed to build the embedded engine.
 
     pool_tokens: KV pool token slots (0 = unbounded: sized by the caller from the workload).
-    token_budget: max tokens per forward step (chunked prefill budget, decode tokens included).
-    tau_high: admission ceiling on U_KV (seed 003: 0.85-0.90); a new prefill that would push
-      U_KV above it is deferred while other requests run. None disables the ceiling.
+    token_budget: SGLang's --chunked-prefill-size (prefill tokens per step, PrefillAdder's
+      rem_chunk_tokens); decode steps are separate steps, as in SGLang's scheduler.
+    max_prefill_tokens: SGLang's --max-prefill-tokens (PrefillAdder's rem_input_tokens).
+    schedule_policy: SGLang's --schedule-policy (SchedulePolicy orders the waiting queue).
+    tau_high: kvctl's admission ceiling on U_KV (seed 003: 0.85-0.90), which SGLang lacks; a
+      new prefill that would push U_KV above it is deferred while other requests run.
+      None (the default, as a stock SGLang server) disables it.
     authorized: tenant -> namespaces it may read; a tenant may always read its own namespace.
     """
 
@@ -60,7 +69,9 @@ class EngineConfig:
     max_running_requests: int = 256
     max_context_len: int = 32_768
     token_budget: int = 8_192
-    tau_high: float | None = 0.95
+    max_prefill_tokens: int = 16_384
+    schedule_policy: str = "fcfs"
+    tau_high: float | None = None
     default_retention: str = "drop"
     host_capacity_tokens: int | None = None
     authorized: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -127,6 +138,9 @@ class EngineConfig:
             raise InputError(
                 f"unknown eviction policy {self.eviction_policy!r}; valid: {', '.join(EVICTION_POLICIES)}"
             )
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise InputError(f"unknown schedule policy {self.schedule_policy!r}; "
+                             f"valid: {', '.join(SCHEDULE_POLICIES)}")
         if self.device not in DEVICES:
             raise InputError(f"unknown device {self.device!r}; valid: {', '.join(DEVICES)}")
         if self.tree_core not in TREE_CORES:
@@ -144,7 +158,9 @@ class EngineConfig:
                 f"pool of {self.pool_tokens} tokens is smaller than two pages of {self.page_size}"
             )
         if self.token_budget < self.page_size:
-            raise InputError(f"token budget {self.token_budget} is smaller than one page")
+            raise InputError(f"chunked prefill size {self.token_budget} is smaller than one page")
+        if self.max_prefill_tokens < self.page_size:
+            raise InputError(f"max prefill tokens {self.max_prefill_tokens} is smaller than one page")
         if self.max_running_requests <= 0 or self.max_context_len <= 0:
             raise InputError("max running requests and max context length must be positive")
         if self.decode_quantum < 1:

@@ -72,7 +72,8 @@ class Decode:
 
 def settle_retraction(st, retention, retracted, aborted) -> None:
     """After SGLang's retraction (`retract_decode`, or cache_ops' replay of it): retracted
-    requests go back to the head of the waiting queue (they recompute, SGLang's preemption);
+    requests go to the back of the waiting queue, in retraction order (they recompute;
+    scheduler.py update_running_batch -> _add_request_to_queue appends them);
     aborted ones, released by SGLang because not even one fits, are finished. Shared by the
     ScheduleBatch decode and the direct decode (decode_direct.py)."""
     for req in retracted:
@@ -83,7 +84,7 @@ def settle_retraction(st, retention, retracted, aborted) -> None:
         st.counters.retracted_tokens += req.seqlen
         st.receipt(kind="retraction", start_s=st.clock_s, end_s=st.clock_s, tokens=req.seqlen,
                    namespace=tr.namespace_label, request=req.rid)
-        st.waiting.appendleft(tr)
+        st.waiting.append(tr)
     for req in aborted:  # SGLang released it: not even one request fits; end it
         tr = st.running.get(req.rid)
         if tr is not None:

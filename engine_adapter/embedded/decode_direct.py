@@ -8,8 +8,9 @@ batch's order: admissions append, retractions and finishes remove).
 `jump_steps` + `advance` replay several decode steps in one call when nothing can change
 in between. A span of k steps qualifies when, for every step j in it:
 
-    - no prefill work, reload or arrival is pending (nothing waits, the next arrival or
-      driver event lies after the clock at the start of step j);
+    - no prefill round would run (nothing waits, or SGLang's batch_is_full holds, and no
+      chunk is in progress: admission.py `prefill_wanted`), no reload is pending, and the
+      next arrival or driver event lies after the clock at the start of step j;
     - no request finishes before step k (k <= the fewest tokens any request still needs);
     - the pool stays at or above the per-step eviction trigger, bs x page tokens
       (`alloc_paged_token_slots_decode` evicts when available < bs x page):
@@ -46,7 +47,6 @@ class DirectDecode:
         self.st = st
         self.retention = retention
         self.cache = cache
-        self.jump_available: list[int] = []
         self.log = st.decode_log = DecodeLog()
         self.view = st.batch_view = BatchView()
 
@@ -125,7 +125,6 @@ class DirectDecode:
         free = st.sg.allocator.available_size()
         context = int(committed.sum())
         clocks: list[float] = []
-        self.jump_available = []  # free tokens at the start of each step of the span
         clock = st.clock_s
         for j in range(limit):
             if j and next_event_s is not None and clock >= next_event_s:
@@ -135,7 +134,6 @@ class DirectDecode:
             context += bs
             clock += st.cost.step_seconds(0, bs, context)
             clocks.append(clock)
-            self.jump_available.append(free - page * int(taken[j]))
         return clocks
 
     def advance(self, clocks: list[float]) -> int:

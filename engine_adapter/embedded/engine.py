@@ -16,9 +16,11 @@ callers serialize `step()` and `snapshot()` (the live runner does).
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from dataclasses import dataclass
+
 
 from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded.cache_ops import DirectCache
@@ -26,7 +28,8 @@ from engine_adapter.embedded.decode import Decode
 from engine_adapter.embedded.decode_direct import DirectDecode
 from engine_adapter.embedded.faults import FaultInjector
 from engine_adapter.embedded.oracle import ContentOracle, NullOracle
-from engine_adapter.embedded.prefill import Prefill, namespace_label, to_token_array
+from engine_adapter.embedded.door import door, rejected_record
+from engine_adapter.embedded.prefill import Prefill, build_req, namespace_label
 from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
 from engine_adapter.embedded.retention import Retention
 from engine_adapter.embedded.sglang_runtime import SGLangComponents, build_components
@@ -37,22 +40,6 @@ from engine_adapter.instrument.probes import install_eviction_probe
 from engine_adapter.receipts import Receipt
 from engine_adapter.snapshot import Snapshot
 from engine_adapter.base.errors import InputError, IntegrityError
-from engine_adapter.base.pages import ceil_div
-
-OUTPUT_VOCAB = 1 << 31  # synthetic ids live in [2^30, 2^31): below SGLang's uint32 hashing
-
-
-def build_req(spec: RequestSpec):
-    """SGLang's `Req` for `spec`, as the scheduler builds one for a tokenized request:
-    greedy, `ignore_eos`, no stop ids (`Tracked.make_req`, called at first use)."""
-    from sglang.srt.managers.schedule_batch import Req
-    from sglang.srt.sampling.sampling_params import SamplingParams
-
-    sampling = SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=0, ignore_eos=True)
-    sampling.normalize(None)
-    return Req(spec.rid, "", to_token_array(spec.tokens), sampling, vocab_size=OUTPUT_VOCAB,
-               eos_token_ids=set(), priority=spec.priority)
-
 
 @dataclass(frozen=True, kw_only=True)
 class StepReport:
@@ -104,10 +91,6 @@ class EmbeddedEngine:
         else:
             self.decode = DirectDecode(self._st, self.retention, cache)
             self._jumps = config.decode_jumps
-        # A refused head is matched again every step; a jump matches it once. Equivalent
-        # only where eviction order depends on the order of last accesses (or creation),
-        # not on how many there were (LFU, SLRU and T-LRU count them or read the time).
-        self._touch_idempotent = config.eviction_policy in ("lru", "mru", "fifo", "filo", "priority")
         self.faults = FaultInjector(self._st)
         self.model = None
         if config.tiny_model:
@@ -118,27 +101,22 @@ class EmbeddedEngine:
         install_eviction_probe(sg.tree_cache, self._on_evict)
         self._started_wall = time.monotonic()
         self._rollbacks_in_a_row = 0
+        self._rejected: list[FinishedRecord] = []
 
     # ---- workload ----------------------------------------------------------------------
 
     def submit(self, spec: RequestSpec) -> None:
-        """Queue a request; it arrives at `spec.arrival_s` on the virtual clock."""
-        total = len(spec.tokens) + spec.max_new_tokens
+        """Queue a request; it arrives at `spec.arrival_s` on the virtual clock. One that
+        SGLang would refuse (longer than the pool or the context) is refused on arrival:
+        a `FinishedRecord` with `rejected` set, listed by `rejections()`."""
         if len(spec.tokens) == 0 or spec.max_new_tokens <= 0:
             raise InputError(f"request {spec.rid}: needs at least one prompt and one output token")
-        if total > self.config.max_context_len:
-            raise InputError(
-                f"request {spec.rid}: {total} tokens exceed the engine's max context "
-                f"{self.config.max_context_len}"
-            )
-        pages = ceil_div(total, self.config.page_size)
-        if pages * self.config.page_size > self.config.pool_tokens:
-            raise InputError(
-                f"request {spec.rid} needs {pages} pages but the pool holds "
-                f"{self.config.pool_tokens // self.config.page_size}"
-            )
         self._st.counters.requests_submitted += 1
         self._st.push_future(spec)
+
+    def rejections(self) -> tuple[FinishedRecord, ...]:
+        """Every request refused so far, in arrival order (its `rejected` says why)."""
+        return tuple(self._rejected)
 
     @property
     def cost(self):
@@ -162,52 +140,42 @@ class EmbeddedEngine:
         return bool(st.future or st.waiting or st.partial or st.reloading or st.running)
 
     def step(self, *, horizon_s: float | None = None) -> StepReport:
-        """Run one scheduling step: arrivals, reload completions, prefill, decode, clock.
-
-        On the direct path with nothing but decoding to do, one call may run several
-        decode steps (`StepReport.steps`), never past the next arrival or `horizon_s` (the
-        driver's next event, e.g. a scenario's generation bump)."""
+        """One step in the order of SGLang's `event_loop_normal` / `get_next_batch_to_run`
+        (srt/managers/scheduler.py): 1. arrivals pass the door and queue; 2. a prefill
+        round (admission.py: SchedulePolicy + PrefillAdder) whose batch, if any, is this
+        step; 3. else decode (check_decode_mem, retract_decode when short, the
+        new_token_ratio, prepare_for_decode); 4. tokens, finishes, the clock.
+        On the direct path, when no prefill round can run, one call may run several decode
+        steps (`StepReport.steps`), never past the next arrival or `horizon_s`."""
         st = self._st
         st.finished = []
         start = st.clock_s
+        finished_before = st.counters.requests_finished
         self._arrivals()
         self.retention.complete_reloads()
         if not (st.waiting or st.partial or st.running):
             if not self._jump_to_next_event():
-                return StepReport(clock_s=st.clock_s, advanced_s=0.0, prefill_tokens=0,
-                                  decode_requests=0, finished=(), idle=True,
-                                  free_tokens=st.sg.allocator.available_size(),
-                                  evictable_tokens=st.sg.tree_cache.evictable_size())
+                return self._report(start, 0, 0, idle=True)
             self._arrivals()
-        if self._jumps and st.running and not (st.partial or st.reloading):
-            blocked = self.prefill.still_blocked() if st.waiting else None
-            if not st.waiting or (blocked is not None and self._touch_idempotent):
-                clocks = self.decode.jump_steps(self._next_event_s(horizon_s))
-                if len(clocks) > 1:
-                    if blocked is not None:  # the refusals the single steps would repeat
-                        st.counters.admission_deferrals += sum(
-                            self.prefill.deferred_at(free) for free in self.decode.jump_available)
-                    return self._decode_jump(clocks, start)
-        decoding = len(st.running)
-        plan = self.prefill.schedule(
-            budget=self.config.token_budget - decoding,
-            decode_reserve=decoding * self.config.page_size,
-        )
-        decode_requests, decode_context = self.decode.prepare()
-        first_tokens = decode_tokens = None
-        if self.model is not None:  # real K/V and greedy tokens from the tiny transformer
-            if plan.batch is not None:
-                first_tokens = self.model.prefill(plan.batch, plan.members)
-            if decode_requests:
-                decode_tokens = self.model.decode(st.running_batch)
-        st.clock_s += st.cost.step_seconds(plan.computed_tokens, decode_requests, decode_context,
-                                           plan.members)
-        if decode_requests and self.decode.iterations > 1:  # a quantum stands for q iterations
-            st.clock_s += (self.decode.iterations - 1) * st.cost.step_seconds(0, decode_requests, decode_context)
-        if decode_requests:  # before the prefill joins: new requests decode next step
-            self.decode.complete(decode_tokens)
-        self.prefill.complete(plan, first_tokens)
+        if (self._jumps and st.running and not st.reloading
+                and not self.prefill.admission.prefill_wanted()):
+            clocks = self.decode.jump_steps(self._next_event_s(horizon_s))
+            if len(clocks) > 1:
+                return self._decode_jump(clocks, start)
+        plan = self.prefill.schedule()
+        decode_requests = 0
+        if plan.allocated:  # SGLang runs the prefill batch first; decode waits a step
+            first_tokens = (self.model.prefill(plan.batch, plan.members)
+                            if self.model is not None and plan.batch is not None else None)
+            st.clock_s += st.cost.step_seconds(plan.computed_tokens, 0, 0, plan.members)
+            self.prefill.complete(plan, first_tokens)
+            if any(st.running.get(t.req.rid) is not t for t in plan.members):
+                self.prefill.admission.on_batch_shrunk()  # last_batch.filter_batch shrank it
+        elif st.running:
+            decode_requests = self._decode()
         st.counters.steps += 1
+        if st.counters.requests_finished != finished_before:
+            self.prefill.admission.on_batch_shrunk()
         rolled_back = st.last_rollback is not None and st.last_rollback_step == st.counters.steps - 1
         if not plan.allocated and decode_requests == 0 and st.clock_s == start and not st.finished:
             if rolled_back and self._rollbacks_in_a_row < 3:
@@ -216,29 +184,51 @@ class EmbeddedEngine:
                 self._resolve_stall()
         if not rolled_back:
             self._rollbacks_in_a_row = 0
+        return self._report(start, plan.computed_tokens, decode_requests)
+
+    def _decode(self) -> int:
+        """One decode step (update_running_batch, the forward); returns its batch size."""
+        st = self._st
+        shrinks = (st.counters.retractions, st.counters.allocation_failures)
+        decode_requests, decode_context = self.decode.prepare()
+        retracted = (st.counters.retractions, st.counters.allocation_failures) != shrinks
+        self.prefill.admission.on_decode(retracted, [t.req for t in st.running.values()])
+        if not decode_requests:
+            return 0
+        decode_tokens = (self.model.decode(st.running_batch)
+                         if self.model is not None else None)
+        # a quantum stands for `iterations` decode iterations (decode_quantum.py)
+        st.clock_s += self.decode.iterations * st.cost.step_seconds(0, decode_requests,
+                                                                     decode_context)
+        self.decode.complete(decode_tokens)
+        return decode_requests
+
+    def _report(self, start: float, prefill_tokens: int, decode_requests: int, *,
+                idle: bool = False, steps: int = 1) -> StepReport:
+        st = self._st
         return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start,
-                          prefill_tokens=plan.computed_tokens, decode_requests=decode_requests,
-                          finished=tuple(st.finished),
+                          prefill_tokens=prefill_tokens, decode_requests=decode_requests,
+                          finished=tuple(st.finished), idle=idle, steps=steps,
                           free_tokens=st.sg.allocator.available_size(),
                           evictable_tokens=st.sg.tree_cache.evictable_size())
 
     def _next_event_s(self, horizon_s: float | None) -> float | None:
         """The earliest time at which something other than decoding becomes due."""
-        events = [t for t in (horizon_s, self._st.future[0][0] if self._st.future else None)
-                  if t is not None]
-        return min(events) if events else None
+        arrival = self._st.future[0][0] if self._st.future else None
+        return min((t for t in (horizon_s, arrival) if t is not None), default=None)
 
     def _decode_jump(self, clocks: list[float], start: float) -> StepReport:
-        """len(clocks) decode-only steps in one allocation (DirectDecode.advance)."""
-        st = self._st
+        """len(clocks) decode-only steps in one allocation (DirectDecode.advance); the
+        new_token_ratio decays once per step, as update_running_batch's would."""
+        st, finished_before = self._st, self._st.counters.requests_finished
         decode_requests = self.decode.advance(clocks)
+        for _ in clocks:
+            self.prefill.admission.ratio.decay_step()
+        if st.counters.requests_finished != finished_before:
+            self.prefill.admission.on_batch_shrunk()
         st.counters.steps += len(clocks)
         self._rollbacks_in_a_row = 0
-        return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start, prefill_tokens=0,
-                          decode_requests=decode_requests, finished=tuple(st.finished),
-                          free_tokens=st.sg.allocator.available_size(),
-                          evictable_tokens=st.sg.tree_cache.evictable_size(),
-                          steps=len(clocks))
+        return self._report(start, 0, decode_requests, steps=len(clocks))
 
     def run_until_idle(self, max_steps: int | None = None) -> list[FinishedRecord]:
         """Step until no work is left (or `max_steps`); returns every finished record."""
@@ -251,8 +241,18 @@ class EmbeddedEngine:
         return finished
 
     def _arrivals(self) -> None:
+        """Due requests pass SGLang's door (door.py) and join the waiting
+        queue (scheduler.py _add_request_to_queue appends), or are refused."""
         st = self._st
         for spec in st.pop_due():
+            reason, max_new = door(spec, self.config, st.sg.allocator)
+            if reason is not None:
+                record = rejected_record(spec, st.clock_s, reason)
+                self._rejected.append(record)
+                st.finished.append(record)
+                continue
+            if max_new != spec.max_new_tokens:
+                spec = dataclasses.replace(spec, max_new_tokens=max_new)
             label = namespace_label(spec.read_namespace, st.namespace_salt)
             tracked = Tracked(spec=spec, make_req=build_req, namespace_label=label,
                               key=(label, st.generation))
@@ -401,7 +401,5 @@ class EmbeddedEngine:
                 f"wait_until({to_s}): the clock is at {st.clock_s} and the next event at "
                 f"{event} (an engine waits forward, idle, and never past its next event)")
         start, st.clock_s = st.clock_s, to_s
-        return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start, prefill_tokens=0,
-                          decode_requests=0, finished=(), steps=0,
-                          free_tokens=st.sg.allocator.available_size(),
-                          evictable_tokens=st.sg.tree_cache.evictable_size())
+        st.finished = []
+        return self._report(start, 0, 0, steps=0)

@@ -1,7 +1,7 @@
 """Prefill: kvctl's scheduler step around SGLang's helpers, in three parts.
 
-    admission.py    what fits: continuations, then waiting requests in arrival order
-                    (authorize, match, lock, capacity and ceiling, chunk size)
+    admission.py    what fits: SGLang's SchedulePolicy and PrefillAdder, one prefill
+                    round as Scheduler._get_new_batch_prefill_raw runs it
     allocation.py   who owns memory: SGLang's paged allocation, direct or through a
                     `ScheduleBatch`; SGLang's out-of-memory error rolls the admission back
     completion.py   after the modeled forward: publish chunks, first tokens, reloads
@@ -16,12 +16,13 @@ from array import array
 
 import numpy as np
 
-from engine_adapter.embedded.admission import Admission, Blocked, namespace_label
+from engine_adapter.embedded.admission import Admission, namespace_label
 from engine_adapter.embedded.allocation import Allocation, PrefillPlan, state_digest
 from engine_adapter.embedded.completion import Completion
+from engine_adapter.embedded.requests import RequestSpec
 from engine_adapter.embedded.state import EngineState, RollbackDigests
 
-__all__ = ["Blocked", "Prefill", "PrefillPlan", "namespace_label", "state_digest", "to_token_array"]
+__all__ = ["OUTPUT_VOCAB", "Prefill", "build_req", "PrefillPlan", "namespace_label", "state_digest", "to_token_array"]
 
 
 class Prefill:
@@ -39,17 +40,12 @@ class Prefill:
         self.allocation = Allocation(st, cache)
         self.completion = Completion(st, retention)
 
-    @property
-    def blocked(self) -> Blocked | None:
-        """The waiting head's refusal in the last `schedule`, if nothing was admitted."""
-        return self.admission.blocked
-
-    def schedule(self, budget: int, decode_reserve: int) -> PrefillPlan:
+    def schedule(self) -> PrefillPlan:
         """Pick and allocate this step's prefill work. Mutates queues, locks, allocator."""
         st = self.st
         plan = PrefillPlan()
         before = state_digest(st) if st.digest_admissions else None
-        chosen, origins, plan.computed_tokens = self.admission.select(budget, decode_reserve)
+        chosen, origins, plan.computed_tokens = self.admission.select()
         if chosen:
             plan.allocated = self.allocation.allocate(plan, chosen, origins)
             if not plan.allocated:
@@ -63,14 +59,6 @@ class Prefill:
                         self.retention.on_admit(tr)
         return plan
 
-    def still_blocked(self) -> Blocked | None:
-        """See `Admission.still_blocked`."""
-        return self.admission.still_blocked()
-
-    def deferred_at(self, available: int) -> bool:
-        """See `Admission.deferred_at`."""
-        return self.admission.deferred_at(available)
-
     def complete(self, plan: PrefillPlan, tokens: dict[str, int] | None = None) -> None:
         """See `Completion.complete`."""
         self.completion.complete(plan, tokens)
@@ -82,3 +70,18 @@ def to_token_array(tokens: np.ndarray) -> array:
     out = array("q")
     out.frombytes(memoryview(np.ascontiguousarray(tokens, dtype="<i8")).cast("B"))
     return out
+
+
+OUTPUT_VOCAB = 1 << 31  # synthetic ids live in [2^30, 2^31): below SGLang's uint32 hashing
+
+
+def build_req(spec: RequestSpec):
+    """SGLang's `Req` for `spec`, as the scheduler builds one for a tokenized request:
+    greedy, `ignore_eos`, no stop ids (`Tracked.make_req`, called at first use)."""
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    sampling = SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=0, ignore_eos=True)
+    sampling.normalize(None)
+    return Req(spec.rid, "", to_token_array(spec.tokens), sampling, vocab_size=OUTPUT_VOCAB,
+               eos_token_ids=set(), priority=spec.priority)

@@ -82,6 +82,9 @@ class FinishedRecord:
     ttft_s: float
     itl_s: np.ndarray  # float64, one gap per output token after the first
     queue_s: float
+    # Why SGLang would refuse this request at its door (door.py), or None.
+    # A rejected request holds nothing, outputs nothing and is not counted as finished.
+    rejected: str | None = None
 
 
 @dataclass(kw_only=True)

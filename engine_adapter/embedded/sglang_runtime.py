@@ -117,6 +117,12 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         page_size=config.page_size,
         radix_eviction_policy=config.eviction_policy,
         radix_eviction_policy_config=config.policy_config(),
+        # Read back through get_schedule() by SchedulePolicy, PrefillAdder, the retraction
+        # order and NewTokenRatioTracker (sched_round.py): the server's flags, published.
+        schedule_policy=config.schedule_policy,
+        chunked_prefill_size=config.token_budget,
+        max_prefill_tokens=config.max_prefill_tokens,
+        max_running_requests=config.max_running_requests,
     )
     sg.runtime_context.publish(server_args, role="scheduler")
     model_config = None

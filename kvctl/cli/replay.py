@@ -18,6 +18,7 @@ import typer
 
 from engine_adapter.embedded.config import EVICTION_POLICIES, RETENTION_POLICIES
 from kvctl.cli.device_option import DeviceOption, resolve_device_option
+from kvctl.cli.sched_options import ChunkedPrefillOption, MaxPrefillOption, SchedulePolicyOption
 from kvctl.errors import InputError
 from kvctl.replay.engine_setup import DEFAULT_GPU, DEFAULT_MODEL, Deployment
 
@@ -54,8 +55,11 @@ def replay_command(
         f"{' | '.join(RETENTION_HELP_CHOICES)}: K/V of a session waiting on a tool; auto = per tool "
         "by seed 003's break-even. No effect on Mooncake traces (no sessions)."))] = None,
     tau_high: Annotated[Optional[float], Opt(help=(
-        "Admission ceiling on U_KV (default 0.95)."))] = None,
-    token_budget: Annotated[Optional[int], Opt(help="Tokens per step (chunked prefill).")] = None,
+        "kvctl's admission ceiling on U_KV (seed 003), which SGLang lacks (default: off)."))
+    ] = None,
+    token_budget: ChunkedPrefillOption = None,
+    max_prefill_tokens: MaxPrefillOption = None,
+    schedule_policy: SchedulePolicyOption = None,
     max_running: Annotated[Optional[int], Opt(help="Max running requests.")] = None,
     decode_quantum: Annotated[Optional[int], Opt(help=(
         "Decode Q tokens per request per step (default 1, SGLang's per-token decode path); "
@@ -70,7 +74,8 @@ def replay_command(
         "Seed (default: a scenario's own, else 0); same seed, same report."))] = None,
     sweep: Annotated[Optional[list[str]], Opt(help=(
         "KEY=V1,V2 grid axis, repeatable; keys: eviction, pool-tokens, pool-gb, page-size, "
-        "retention, tau-high, tree-core, token-budget, max-running, decode-quantum."))] = None,
+        "retention, tau-high, tree-core, chunked-prefill-size (token-budget), "
+        "max-prefill-tokens, schedule-policy, max-running, decode-quantum."))] = None,
     parallel: Annotated[int, Opt(help=(
         "Sweep runs in parallel processes (with --executor ray and no --ray-address: the "
         "local Ray instance's CPUs)."))] = 1,
@@ -121,6 +126,7 @@ def replay_command(
         workload=str(workload), deployment=Deployment(model=model, gpu=gpu, tp=tp),
         pool_tokens=pool_tokens, pool_gb=pool_gb, page_size=page_size, eviction_policy=eviction,
         tree_core=tree_core, retention=retention, tau_high=tau_high, token_budget=token_budget,
+        max_prefill_tokens=max_prefill_tokens, schedule_policy=schedule_policy,
         max_running_requests=max_running, decode_quantum=decode_quantum, limit=limit, seed=seed,
         exact_batches=exact_batches,
         device=resolve_device_option(device),
@@ -281,6 +287,7 @@ def render_report(doc: dict):
 
     from kvctl.cli.fit_table import FitTable
     from kvctl.cli.glossary_terms import FOOTER
+    from kvctl.cli.sched_options import rejected_lines, sched_header
 
     s, d, w = doc["settings"], doc["deployment"], doc["workload"]
     clock = s.get("clock", "modeled")  # "modeled" (roofline) or "fitted (FILE)"
@@ -293,7 +300,8 @@ def render_report(doc: dict):
         f"pool {s['pool_tokens']:,} tokens [{s['pool_source']}]\n",
         f"page {s['page_size']}  eviction {s['eviction_policy']}  tree core {s['tree_core']}  "
         f"retention {s['retention']}  tau_high {s['tau_high']}  budget {s['token_budget']:,}  "
-        f"decode quantum {s['decode_quantum']}  seed {s['seed']}",
+        f"decode quantum {s['decode_quantum']}  seed {s['seed']}\n",
+        sched_header(s),
     )
     figures = Table(show_header=False, box=None, pad_edge=False)
     figures.add_column(style="bold", no_wrap=True)
@@ -312,6 +320,7 @@ def render_report(doc: dict):
         ("mapping-lag stalls", f"{doc['mapping_lag_stalls']:,}",
          f"{doc['mapping_lag_stall_seconds']:.3f} s"),
         ("admission deferrals", f"{doc['admission_deferrals']:,}", "tau_high ceiling"),
+        ("rejected requests", f"{doc['rejected']['requests']:,}", "refused as SGLang refuses"),
         ("U_KV peak / mean", f"{doc['peak_kv_utilization']:.1%} / {doc['mean_kv_utilization']:.1%}",
          "seed 003 eq. (8)"),
         ("token_usage peak / mean",
@@ -343,7 +352,7 @@ def render_report(doc: dict):
         f"  pool residual {integ['pool_residual_tokens']} tokens, delta_ref max "
         f"{integ['delta_ref_max']}, protected delta {integ['delta_protected_tokens']}",
     )
-    parts = [header, figures, funnel, status]
+    parts = [header, figures, rejected_lines(doc), funnel, status]
     parts += [Text(f"  {problem}", style="red") for problem in integ["problems"]]
     parts += [Text(f"alert at end: {a['name']} ({a['severity']}): {a['evidence']}", style="yellow")
               for a in doc.get("alerts_at_end", ())]

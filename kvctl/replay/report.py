@@ -128,6 +128,9 @@ class ReplayReport:
     steps: int
     notes: tuple[str, ...] = ()
     wall_clock: dict = field(default_factory=dict)
+    # Requests SGLang would refuse at its door (engine_adapter/embedded/door.py), in arrival
+    # order: {"rid", "prompt_tokens", "reason"} each.
+    rejected: tuple[dict, ...] = ()
 
     @property
     def hit_rate(self) -> float:
@@ -146,6 +149,7 @@ class ReplayReport:
             "settings": dict(self.settings),
             "requests": c.requests_finished,
             "requests_submitted": c.requests_submitted,
+            "rejected": {"requests": len(self.rejected), "list": [dict(r) for r in self.rejected]},
             "prompt_tokens": funnel.prompt_tokens,
             "hit_tokens": funnel.hit_tokens,
             "hit_rate": funnel.hit_rate or 0.0,

@@ -38,6 +38,7 @@ DEFAULT_MAX_CONTEXT = 32_768
 RETENTION_CHOICES = ("retain", "drop", "offload", "auto")
 # EngineConfig fields a scenario's `engine:` block may suggest; CLI options win over them.
 _SCENARIO_FIELDS = ("page_size", "eviction_policy", "token_budget", "tau_high",
+                    "schedule_policy", "max_prefill_tokens",
                     "max_running_requests", "max_context_len", "default_retention",
                     "host_capacity_tokens", "authorized")
 
@@ -62,7 +63,9 @@ class ReplaySettings:
     tree_core: str = "rust"
     retention: str | None = None
     tau_high: float | None = None
-    token_budget: int | None = None
+    token_budget: int | None = None  # SGLang's --chunked-prefill-size
+    max_prefill_tokens: int | None = None
+    schedule_policy: str | None = None
     max_running_requests: int | None = None
     decode_quantum: int | None = None  # tokens per request per decode step (1: SGLang's path)
     exact_batches: bool = False  # SGLang's ScheduleBatch path instead of the direct one
@@ -166,6 +169,8 @@ def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | N
         integrity=integrity,
         steps=steps,
         notes=prepared.notes,
+        rejected=tuple({"rid": r.rid, "prompt_tokens": r.prompt_tokens, "reason": r.rejected}
+                       for r in engine.rejections()),
         wall_clock={
             "engine_build_seconds": round(built - started, 3),
             "replay_seconds": round(wall, 3),
@@ -195,6 +200,8 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
     explicit = {"page_size": settings.page_size, "eviction_policy": settings.eviction_policy,
                 "tau_high": settings.tau_high, "token_budget": settings.token_budget,
                 "max_running_requests": settings.max_running_requests,
+                "max_prefill_tokens": settings.max_prefill_tokens,
+                "schedule_policy": settings.schedule_policy,
                 "decode_quantum": settings.decode_quantum}
     fields.update({k: v for k, v in explicit.items() if v is not None})
     if settings.retention in ("retain", "drop", "offload"):
@@ -226,20 +233,20 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         **fields,
     )
     if summary is not None and longest > config.pool_tokens:
-        raise InputError(
-            f"impossible pool: {config.pool_tokens:,} tokens ({config.pool_tokens // page:,} pages "
-            f"of {page}) cannot hold the largest request in {driver.name} "
-            f"({summary.max_request_tokens:,} tokens = {longest // page:,} pages); "
-            "give a larger --pool-tokens / --pool-gb, "
-            "or --pool-tokens 0 for unbounded"
-        )
+        notes.append(f"the pool ({config.pool_tokens:,} tokens) is smaller than the largest "
+                     f"request ({summary.max_request_tokens:,} tokens): requests SGLang would "
+                     "refuse are refused and listed under `rejected`")
     notes.extend(_deployment_notes(settings.deployment, summary, clock.note))
     resolved = {
         "pool_tokens": config.pool_tokens, "pool_source": pool_source,
         "page_size": config.page_size, "eviction_policy": config.eviction_policy,
         "tree_core": config.tree_core, "retention": settings.retention or "auto",
         "default_retention": config.default_retention, "tau_high": config.tau_high,
-        "token_budget": config.token_budget, "max_running_requests": config.max_running_requests,
+        "token_budget": config.token_budget, "chunked_prefill_size": config.token_budget,
+        "max_prefill_tokens": config.max_prefill_tokens,
+        "schedule_policy": config.schedule_policy,
+        "kvctl_mechanisms": kvctl_mechanisms(config, getattr(driver, "scenario", None)),
+        "max_running_requests": config.max_running_requests,
         "decode_quantum": config.decode_quantum, "exact_batches": config.exact_batches,
         "max_context_len": config.max_context_len, "kv_pool": config.kv_pool,
         "device": config.device,
@@ -247,6 +254,23 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         "limit": settings.limit, "label": settings.label, "clock": clock.label,
     }
     return config, resolved, tuple(notes)
+
+
+def kvctl_mechanisms(config: EngineConfig, scenario=None) -> list[str]:
+    """kvctl's own mechanisms a stock SGLang server lacks that this replay has on (the
+    report names each): the tau_high ceiling, tool-wait retention (the engine default or
+    a scenario's per-tool policy), the host tier."""
+    on = []
+    tools = {t.retention for agent in getattr(scenario, "agents", ()) for t in agent.tools}
+    if tools - {"drop"}:
+        on.append(f"scenario per-tool retention ({', '.join(sorted(tools - {'drop'}))})")
+    if config.tau_high is not None:
+        on.append(f"tau_high admission ceiling {config.tau_high:g}")
+    if config.default_retention == "retain":
+        on.append("tool-wait retention (retain)")
+    if config.default_retention == "offload" or config.host_capacity_tokens:
+        on.append("modeled host tier (offload / reload)")
+    return on
 
 
 def _workload_seed(driver) -> int:
@@ -324,8 +348,9 @@ class _Loop:
         before = self.steps
         self.steps += report.steps  # a decode jump stands for several steps
         for record in report.finished:
-            self.latency.add(record)
-        self.finished += len(report.finished)
+            if record.rejected is None:
+                self.latency.add(record)
+                self.finished += 1
         self.peaks.observe(report.free_tokens, report.evictable_tokens, report.clock_s)
         if self.timeline.wants_between(self.clock_s, report.clock_s):
             self._sample(report)

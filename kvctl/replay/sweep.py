@@ -32,6 +32,9 @@ SWEEP_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "tau-high": ("tau_high", float),
     "tree-core": ("tree_core", str),
     "token-budget": ("token_budget", int),
+    "chunked-prefill-size": ("token_budget", int),
+    "max-prefill-tokens": ("max_prefill_tokens", int),
+    "schedule-policy": ("schedule_policy", str),
     "max-running": ("max_running_requests", int),
     "decode-quantum": ("decode_quantum", int),
 }

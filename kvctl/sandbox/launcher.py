@@ -225,9 +225,10 @@ class SandboxServer:
         return json.loads(body)
 
     def generate(self, input_ids: list[int], *, max_new_tokens: int = 1,
-                 timeout_s: float = 120.0) -> dict:
+                 timeout_s: float = 120.0, ignore_eos: bool = False) -> dict:
         body = {"input_ids": input_ids,
-                "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
+                "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0,
+                                    "ignore_eos": ignore_eos}}
         status, reply = self._post("/generate", body, timeout_s)
         if status != 200:
             raise SandboxFailed(f"/generate answered {status}: {reply[:200]!r}")

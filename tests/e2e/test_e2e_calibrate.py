@@ -42,15 +42,20 @@ def calib_server(tmp_path_factory):
         server.stop()
 
 
-def _traffic(server, *, senders: int = 4, requests: int = 6) -> None:
+def _traffic(server, *, senders: int = 4, requests: int = 6,
+             until: threading.Event | None = None) -> None:
     """Concurrent requests with varied prompt lengths (16-900 tokens), some sharing a
-    prefix, and varied outputs (4-40 tokens): prefill, decode and batch sizes all vary."""
+    prefix, and varied outputs (4-40 tokens): prefill, decode and batch sizes all vary.
+    With `until`, each sender keeps going (at least `requests` each) until it is set, so
+    a window that opens late (a CLI still starting) still sees traffic throughout."""
     prefixes = [[random.Random(p).randrange(1, 500) for _ in range(64 + 96 * p)]
                 for p in range(3)]
 
     def send(index: int) -> None:
         rng = random.Random(index)
-        for _ in range(requests):
+        sent = 0
+        while sent < requests or (until is not None and not until.is_set()):
+            sent += 1
             prefix = rng.choice(prefixes) if rng.random() < 0.5 else []
             ids = prefix + [rng.randrange(1, 500) for _ in range(rng.randrange(16, 600))]
             server.generate(ids[:900], max_new_tokens=rng.randrange(4, 40))
@@ -98,13 +103,15 @@ def test_record_keeps_the_steps_and_calibrate_fits_them(calib_server, tmp_path):
     the plugin's (prefill and decode steps with positive times) and `kvctl calibrate --from`
     fits them into a model file."""
     trace = tmp_path / "trace.jsonl"
+    recorded = threading.Event()  # traffic runs until the recording has ended
     traffic = threading.Thread(target=_traffic, args=(calib_server,),
-                               kwargs={"senders": 3, "requests": 4})
+                               kwargs={"senders": 3, "requests": 4, "until": recorded})
     traffic.start()
     try:
         done = kvctl("record", "--url", calib_server.url, "--out", str(trace),
                      "--duration", "20s", "--json", timeout_s=300)
     finally:
+        recorded.set()
         traffic.join(600)
     assert done.returncode == 0, done.stderr
     sidecar = tmp_path / "trace.steps.json"

@@ -7,6 +7,11 @@ their values, radix keys a digest of their (limit-capped) token ids plus extra k
 salt, parameter dataclasses their fields, `Req`s their rid. Two runs made the same calls
 in the same order with the same arguments exactly when their lists are equal.
 
+`attach` also records SGLang's scheduling classes as the engine drives them (owner
+"sched"): every `SchedulePolicy.calc_priority` (the waiting rids before and after, the
+new_token_ratio-free queue order), every `PrefillAdder` built (its new_token_ratio and
+budgets) and each `add_chunked_req` / `add_one_req` (rid, verdict, prefix and extend end).
+
 `tree_view()` keeps the tree's calls only, with page ids (tensor values) replaced by their
 count: what a decode jump must leave unchanged (it merges allocator calls, and so hands
 page ids to requests in another order, but must make the same tree calls).
@@ -19,7 +24,8 @@ import hashlib
 
 import numpy as np
 
-TREE = ("match_prefix", "insert", "evict", "evict_for_alloc", "inc_lock_ref", "dec_lock_ref")
+TREE = ("match_prefix", "touch_prefix", "insert", "evict", "evict_for_alloc", "inc_lock_ref",
+        "dec_lock_ref")
 ALLOCATOR = ("alloc", "alloc_extend", "alloc_decode", "free", "free_page_ids",
              "merge_and_sort_free", "evict_to_free_tokens", "check_decode_capacity")
 ROWS = ("alloc", "free")
@@ -68,7 +74,45 @@ class CallLog:
                                      ("rows", sg.req_to_token_pool, ROWS)):
             for name in names:
                 self._wrap(owner, target, name)
+        self._wrap_scheduling(engine.prefill.admission)
         return self
+
+    def _wrap_scheduling(self, admission) -> None:
+        """Record the calls into SchedulePolicy and PrefillAdder (see module docstring):
+        the policy instance's calc_priority is wrapped, and the engine's adder class (its
+        `get_prefill_adder_class`) replaced by a recording subclass."""
+        calls = self.calls
+        policy = admission.policy
+        calc = policy.calc_priority
+
+        def calc_priority(queue, running_batch=None, processed_tokens=0):
+            before = tuple(r.rid for r in queue)
+            calc(queue, running_batch, processed_tokens=processed_tokens)
+            calls.append(["sched", "calc_priority", before, processed_tokens,
+                          tuple(r.rid for r in queue)])
+
+        policy.calc_priority = calc_priority
+        base = admission.adder_class
+
+        class RecordingAdder(base):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                calls.append(["sched", "PrefillAdder", normalize(args[4:7]),
+                              tuple(r.rid for r in args[3].reqs), None])
+
+            def add_chunked_req(self, req):
+                result = super().add_chunked_req(req)
+                calls.append(["sched", "add_chunked_req", req.rid, result is not None,
+                              (req.prefix_len, req.extend_end)])
+                return result
+
+            def add_one_req(self, req, has_chunked_req, truncation_align_size):
+                verdict = super().add_one_req(req, has_chunked_req, truncation_align_size)
+                calls.append(["sched", "add_one_req", req.rid, str(verdict),
+                              (req.prefix_len, req.extend_end)])
+                return verdict
+
+        admission.adder_class = RecordingAdder
 
     def _wrap(self, owner: str, target, name: str) -> None:
         method = getattr(target, name)
@@ -104,32 +148,6 @@ def _count_tensors(value):
     return value
 
 
-def collapse_refusals(calls: list[tuple]) -> list[tuple]:
-    """Drop the repeats of a refused admission: a (match_prefix, inc_lock_ref, dec_lock_ref)
-    triple for the same key as the previous such triple, with nothing but evictions since.
-
-    That is a waiting head refused again in the next step, with only decoding in between.
-    A decode jump over a blocked head matches it once instead of once per step; the
-    engine allows it only under policies where that leaves eviction order unchanged: the
-    repeats touch a path no other call touched since the first match (an eviction in
-    between can only have shortened it), so the order of last accesses stays the same.
-    """
-    out: list[tuple] = []
-    last_key = None
-    i = 0
-    while i < len(calls):
-        names = [c[1] for c in calls[i : i + 3]]
-        if names == ["match_prefix", "inc_lock_ref", "dec_lock_ref"]:
-            key = calls[i][2]
-            if key == last_key:
-                i += 3
-                continue
-            last_key = key
-            out.extend(calls[i : i + 3])
-            i += 3
-            continue
-        if calls[i][1] not in ("evict_for_alloc", "evict"):
-            last_key = None
-        out.append(calls[i])
-        i += 1
-    return out
+def scheduling(calls: list[tuple]) -> list[tuple]:
+    """The scheduling-class calls only (owner "sched")."""
+    return [c for c in calls if c[0] == "sched"]

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from engine_adapter.embedded.requests import RequestSpec
-from kvctl.errors import InputError
 
 pytestmark = pytest.mark.integration
 
@@ -21,18 +20,24 @@ def _drain(engine) -> dict:
 
 
 def test_retraction_under_decode_pressure_and_the_request_still_finishes(make_engine):
-    """Four 40-token prompts each decoding 40 tokens cannot all grow in a 256-token pool:
-    SGLang's retract_decode preempts one, and every request still finishes with all 40
-    output tokens."""
-    engine = make_engine(pool_tokens=256, tau_high=None, token_budget=512)
-    for i in range(4):
-        engine.submit(RequestSpec(rid=f"r{i}", tokens=np.arange(1_000 * (i + 1), 1_000 * (i + 1) + 40),
-                                  max_new_tokens=40))
-    records = _drain(engine)
+    """SGLang's PrefillAdder reserves each running request's remaining outputs, clipped at
+    CLIP_MAX_NEW_TOKENS = 4,096: three 16-token prompts asking 6,000 outputs each reserve
+    3 x (16 + 4,096 + 16) = 12,384 < 16,384 tokens and are admitted together, then outgrow
+    the pool while decoding (3 x 6,016 > 16,384): retract_decode preempts, and every
+    request still finishes with all 6,000 output tokens."""
+    engine = make_engine(pool_tokens=16_384, tau_high=None, token_budget=512, max_running_requests=8,
+                         max_context_len=8_192)
+    for i in range(3):
+        engine.submit(RequestSpec(rid=f"r{i}", tokens=np.arange(1_000 * (i + 1), 1_000 * (i + 1) + 16),
+                                  max_new_tokens=6_000))
+    records = {}
+    while engine.has_work():
+        records.update({r.rid: r for r in engine.step().finished})
+    engine.check_integrity()
     snap = engine.snapshot()
     assert snap.counters.retractions >= 1 and snap.counters.retracted_tokens > 0
-    assert sorted(records) == ["r0", "r1", "r2", "r3"]
-    assert all(len(r.output_ids) == 40 for r in records.values())
+    assert sorted(records) == ["r0", "r1", "r2"]
+    assert all(len(r.output_ids) == 6_000 for r in records.values())
 
 
 def test_eviction_reclaims_unlocked_cache_when_the_pool_is_full(make_engine):
@@ -77,11 +82,16 @@ def test_decode_and_a_chunked_prefill_that_cannot_both_fit_still_finish(make_eng
     assert len(records["decoder"].output_ids) == 160
 
 
-def test_request_larger_than_the_pool_is_refused_at_submit(make_engine):
-    """A request that could never fit (600 tokens in a 512-token pool) is an input error."""
+def test_request_larger_than_the_pool_is_refused_as_sglang_refuses_it(make_engine):
+    """A request that could never fit (590 prompt tokens, 512-token pool: SGLang's
+    max_req_input_len is 511 - 5 = 506) is refused on arrival with SGLang's message, not raised."""
     engine = make_engine(pool_tokens=512)
-    with pytest.raises(InputError, match="needs 38 pages but the pool holds 32"):
-        engine.submit(RequestSpec(rid="huge", tokens=np.arange(1, 591), max_new_tokens=10))
+    engine.submit(RequestSpec(rid="huge", tokens=np.arange(1, 591), max_new_tokens=10))
+    records = _drain(engine)
+    assert records["huge"].rejected == ("Input length (590 tokens) exceeds the maximum allowed "
+                                        "length (506 tokens). Use a shorter input or enable "
+                                        "--allow-auto-truncate.")
+    assert [r.rid for r in engine.rejections()] == ["huge"]
 
 
 def test_decode_quantum_produces_the_same_outputs_and_pages(make_engine):

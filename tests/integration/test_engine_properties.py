@@ -206,10 +206,17 @@ class EngineMachine(RuleBasedStateMachine):
 
     def _on_finished(self, record) -> None:
         spec = self.specs[record.rid]
-        # Every request fits the pool alone (submit checks it): pressure may preempt and
-        # recompute it, never end it early with fewer tokens than it asked for.
-        assert len(record.output_ids) == spec.max_new_tokens, (
-            f"{record.rid} finished with {len(record.output_ids)} of {spec.max_new_tokens} tokens")
+        # Every request fits the pool alone: pressure may preempt and recompute it, never end
+        # it early. It gets what it asked for, clipped as SGLang's scheduler clips it at its
+        # door (init_req_max_new_tokens: to max_req_len - prompt - 1 and to an empty pool's
+        # room, pool - paged prompt - page - 1), and at least the prefill's first token.
+        config = self.engine.config
+        prompt, page = len(spec.tokens), config.page_size
+        room = min(min(config.max_context_len, config.pool_tokens) - 1 - prompt - 1,
+                   config.pool_tokens - -(-prompt // page) * page - page - 1)
+        expected = max(min(spec.max_new_tokens, room), 1)
+        assert len(record.output_ids) == expected, (
+            f"{record.rid} finished with {len(record.output_ids)} of {expected} tokens")
         self.finished.append(record)
         self.content[record.rid] = np.concatenate([np.asarray(spec.tokens, dtype=np.int64),
                                                    record.output_ids])

@@ -30,25 +30,29 @@ def _engine() -> EmbeddedEngine:
 
 
 def test_waiting_requests_hold_no_req_until_admission_examines_them():
-    """60 requests arrive at once behind a batch of at most 4. After two steps, 2 decode,
-    1 is mid-prefill (chunked) and 57 wait, none of them with a `Req`; a snapshot lists them
-    without building one (its view: the trace line's prompt length, 0 outputs). Run to the
-    end, every request is built when admitted and finishes."""
+    """160 requests arrive at once behind a batch of at most 4. SGLang's fcfs round
+    touches the prefixes of the first 128 waiting requests on its refresh rounds
+    (schedule_policy.py, WAITING_QUEUE_PREFIX_MATCH_MAX), so those get a `Req` at the
+    first round; after two steps the other 28 waiting ones still hold none, and a snapshot
+    lists them without building one (its view: the trace line's prompt length, 0
+    outputs). Run to the end, every request is built and finishes."""
     engine = _engine()
-    records = list(iter_records(HEAD, limit=60))
+    records = list(iter_records(HEAD, limit=160))
     for record in records:
         engine.submit(dataclasses.replace(to_spec(record), arrival_s=0.0))
     engine.step()
     engine.step()
     st = engine.internal_state()
-    assert (len(st.running), len(st.partial), len(st.waiting)) == (2, 1, 57)
-    assert all(tr.built for tr in [*st.running.values(), *st.partial])
-    assert not any(tr.built for tr in st.waiting)
     waiting = list(st.waiting)
+    assert len(st.running) + len(st.partial) + len(waiting) == 160
+    assert all(tr.built for tr in [*st.running.values(), *st.partial])
+    touched = 128 - (160 - len(waiting))  # the first round touched 128 of the 160
+    assert all(tr.built for tr in waiting[:touched])
+    assert not any(tr.built for tr in waiting[touched:]) and len(waiting[touched:]) == 32
     views = {v.rid: v for v in engine.snapshot().requests}
-    assert not any(tr.built for tr in waiting)  # the snapshot built none
+    assert not any(tr.built for tr in waiting[touched:])  # the snapshot built none
     tail = waiting[-1]
-    assert tail.spec.rid == records[-1].rid == "mc-60"
+    assert tail.spec.rid == records[-1].rid == "mc-160"
     assert (views[tail.spec.rid].state, views[tail.spec.rid].prompt_tokens,
             views[tail.spec.rid].output_tokens) == ("waiting", records[-1].input_length, 0)
     finished = engine.run_until_idle()

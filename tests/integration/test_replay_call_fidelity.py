@@ -9,24 +9,24 @@ pool small enough to evict) is replayed three times on fresh engines with the sa
     jump    the direct path with event-driven decode jumps (what `kvctl replay` runs)
 
 `tests/integration/call_log.py` wraps the cache-changing methods of the engine's own
-SGLang tree, allocator and row pool. What each comparison means:
+SGLang tree, allocator and row pool, and records the engine's calls into SGLang's
+scheduling classes (SchedulePolicy.calc_priority with the queue order it leaves, each
+PrefillAdder with its new_token_ratio and budgets, each add_chunked_req / add_one_req with
+its verdict and extend). What each comparison means:
 
 - exact vs direct: the complete call lists are equal: every tree, allocator and row-pool
   call, in order, with equal arguments (tensor values included, so the same page ids) and
   equal results.
 - exact vs jump: a jump replaces k single-step `alloc_decode` calls (and their no-op
   capacity checks) by one `alloc_extend` call, taken only over spans in which the single
-  step path calls no tree method (decode_direct.py's conditions). The page *ids* a request
-  gets may then differ, never their number. A jump may also pass over steps in which the
-  waiting head is refused again (nothing but decoding can have happened since its last
-  refusal); the single-step path re-matches it each step, the jump does not
-  (`call_log.collapse_refusals` drops those repeats, and its docstring says why they
-  leave eviction order unchanged under the policies for which the engine allows it). So
-  the comparison is: the tree's call list, repeats of a refusal collapsed, is equal with
-  each tensor argument replaced by its length (same keys, lock/unlock nodes, eviction
-  requests and results, insert lengths); the allocator hands out the same number of
-  tokens in total; and every request finishes with the same hit, output ids, TTFT, queue
-  time and inter-token latencies.
+  step path calls no tree method (decode_direct.py's conditions) and would run no prefill
+  round (nothing waits, or SGLang's batch_is_full holds, and no chunk is in progress). The
+  page *ids* a request gets may then differ, never their number. So the comparison is: the
+  tree's call list is equal with each tensor argument replaced by its length (same keys,
+  touches, lock/unlock nodes, eviction requests and results, insert lengths); the
+  scheduling-class calls are equal (the same rounds, queue orders, ratios and verdicts);
+  the allocator hands out the same number of tokens in total; and every request finishes
+  with the same hit, output ids, TTFT, queue time and inter-token latencies.
 - all three: the same counters (evictions, evicted tokens, retractions, hits, steps, virtual
   time) and a clean final integrity check (SGLang's sanity_check included when idle).
 """
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.call_log import CallLog, collapse_refusals
+from tests.integration.call_log import CallLog, scheduling
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -87,11 +87,14 @@ def replay(workload: str, limit: int, pool: int | None, mode: str) -> dict:
 
 @pytest.mark.parametrize(("workload", "limit", "pool"), CASES, ids=lambda v: Path(str(v)).stem if isinstance(v, str) else str(v))
 def test_direct_path_makes_the_schedule_batch_calls(workload, limit, pool):
-    """exact == direct call for call; exact ~ jump as the module docstring defines."""
+    """exact == direct call for call (SGLang's scheduling classes included); exact ~ jump
+    as the module docstring defines."""
     exact, direct, jump = (replay(workload, limit, pool, m) for m in ("exact", "direct", "jump"))
     assert exact["counters"][0] > 0, "the pool must evict for this comparison to mean anything"
+    assert scheduling(exact["log"].full()), "the scheduling classes must have been called"
     assert direct["log"].full() == exact["log"].full()
-    assert collapse_refusals(jump["log"].tree_view()) == collapse_refusals(exact["log"].tree_view())
+    assert jump["log"].tree_view() == exact["log"].tree_view()
+    assert scheduling(jump["log"].full()) == scheduling(exact["log"].full())
     assert jump["log"].tokens_taken == exact["log"].tokens_taken
     assert direct["counters"] == exact["counters"] == jump["counters"]
     assert direct["records"] == exact["records"] == jump["records"]

@@ -90,14 +90,16 @@ def test_unknown_policy_lists_the_valid_ones(tmp_path):
     assert not out.exists()
 
 
-def test_impossible_pool_is_refused_before_running(tmp_path):
-    """A pool smaller than line 1's pages is named with both sizes; exit 2."""
-    result = run(HEAD, "--limit", "1", "--pool-tokens", "4096")
-    assert result.exit_code == 2
-    assert result.stderr == (
-        "kvctl: error: impossible pool: 4,096 tokens (256 pages of 16) cannot hold the largest "
-        "request in head_500.jsonl (7,258 tokens = 454 pages); give a larger --pool-tokens / "
-        "--pool-gb, or --pool-tokens 0 for unbounded\n")
+def test_pool_smaller_than_a_request_rejects_it_and_exits_0(tmp_path):
+    """A pool smaller than line 1's prompt: SGLang refuses that request (its
+    max_req_input_len is 4,095 - 5 = 4,090), the replay lists it and exits 0."""
+    result = run(HEAD, "--limit", "1", "--pool-tokens", "4096", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert (doc["requests"], doc["rejected"]["requests"]) == (0, 1)
+    assert doc["rejected"]["list"][0]["reason"].endswith(
+        "exceeds the maximum allowed length (4090 tokens). Use a shorter input or enable "
+        "--allow-auto-truncate.")
 
 
 def test_same_seed_same_report_byte_for_byte(tmp_path):

@@ -22,7 +22,9 @@ POOLS = (1_000_000, 1_250_000, 2_000_000, 0)
 
 
 def test_lru_hit_rate_is_non_decreasing_in_pool_size():
-    """Hit tokens 75,776 <= 84,480 <= 97,280 = 97,280 for pools 1.0M, 1.25M, 2.0M, unbounded;
+    """Hit tokens 75,776 <= 82,432 <= 97,280 = 97,280 for pools 1.0M, 1.25M, 2.0M, unbounded
+    (82,432 at 1.25M since SGLang's PrefillAdder admits: its reservation changes which
+    requests overlap);
     evictions fall to zero; every run passes the integrity check."""
     from kvctl.replay.runner import ReplaySettings, run_replay
 
@@ -30,7 +32,7 @@ def test_lru_hit_rate_is_non_decreasing_in_pool_size():
                                       eviction_policy="lru")).report.to_dict() for pool in POOLS]
     hits = [d["hit_tokens"] for d in docs]
     rates = [d["hit_rate"] for d in docs]
-    assert hits == [75_776, 84_480, 97_280, 97_280]
+    assert hits == [75_776, 82_432, 97_280, 97_280]
     assert all(a <= b for a, b in zip(rates, rates[1:]))
     assert docs[-1]["evictions"] == 0 and docs[0]["evictions"] > 0
     assert all(d["integrity_ok"] for d in docs)

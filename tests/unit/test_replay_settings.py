@@ -41,12 +41,50 @@ def test_pool_gb_converts_with_the_models_bytes_per_token():
     assert prepare(settings(pool_gb=10.0)).config.pool_tokens == 76_304
 
 
-def test_pool_smaller_than_the_largest_request_fails_before_running():
-    """20,000 tokens cannot hold line 8's 27,346-token request (1,710 pages)."""
-    with pytest.raises(InputError, match=r"impossible pool: 20,000 tokens \(1,250 pages of 16\) cannot "
-                                         r"hold the largest request in head_500\.jsonl \(27,346 tokens = "
-                                         r"1,710 pages\)"):
-        prepare(settings(pool_tokens=20_000))
+def test_pool_smaller_than_the_largest_request_is_noted_not_refused():
+    """20,000 tokens cannot hold line 8's 27,346-token request: the replay is prepared
+    anyway (SGLang refuses that request at its door, the others run), with a note."""
+    prepared = prepare(settings(pool_tokens=20_000))
+    assert prepared.config.pool_tokens == 20_000
+    assert ("the pool (20,000 tokens) is smaller than the largest request (27,346 tokens): "
+            "requests SGLang would refuse are refused and listed under `rejected`") in prepared.notes
+
+
+def test_scheduler_flags_reach_the_engine_config():
+    """--schedule-policy, --chunked-prefill-size and --max-prefill-tokens become the
+    EngineConfig fields SGLang's classes read; defaults are SGLang's (fcfs, 16,384) and
+    kvctl's mechanisms are off."""
+    default = prepare(settings())
+    assert (default.config.schedule_policy, default.config.max_prefill_tokens,
+            default.config.tau_high) == ("fcfs", 16_384, None)
+    assert default.resolved["kvctl_mechanisms"] == []
+    given = prepare(settings(schedule_policy="lpm", token_budget=2_048, max_prefill_tokens=4_096,
+                             tau_high=0.9))
+    assert (given.config.schedule_policy, given.config.token_budget,
+            given.config.max_prefill_tokens) == ("lpm", 2_048, 4_096)
+    assert given.resolved["chunked_prefill_size"] == 2_048
+    assert given.resolved["kvctl_mechanisms"] == ["tau_high admission ceiling 0.9"]
+
+
+def test_unknown_schedule_policy_lists_sglangs_choices():
+    """A policy SGLang's --schedule-policy does not list is refused before any engine."""
+    with pytest.raises(InputError, match=r"unknown schedule policy 'sjf'; valid: lpm, random, "
+                                         r"fcfs, dfs-weight, lof, priority, routing-key, hrrn, "
+                                         r"shortest-prefill-first"):
+        prepare(settings(schedule_policy="sjf"))
+
+
+def test_schedule_policy_choices_are_sglangs():
+    """The replay offers exactly the choices of SGLang's own --schedule-policy field."""
+    import typing
+
+    from sglang.srt.arg_groups.fields.schedule import Schedule
+
+    from engine_adapter.embedded.config import SCHEDULE_POLICIES
+
+    hint = typing.get_type_hints(Schedule, include_extras=True)["schedule_policy"]
+    arg = next(m for m in hint.__metadata__ if hasattr(m, "choices"))
+    assert tuple(arg.choices) == SCHEDULE_POLICIES
 
 
 def test_pool_under_two_pages_names_the_pool_given():

@@ -22,8 +22,9 @@ def test_sweep_options_become_ordered_axes():
 def test_unknown_sweep_key_lists_the_valid_ones():
     """A typo names every key that can be swept."""
     with pytest.raises(InputError, match="KEY one of eviction, pool-tokens, pool-gb, page-size, "
-                                         "retention, tau-high, tree-core, token-budget, max-running, "
-                                         "decode-quantum"):
+                                         "retention, tau-high, tree-core, token-budget, "
+                                         "chunked-prefill-size, max-prefill-tokens, "
+                                         "schedule-policy, max-running, decode-quantum"):
         parse_sweeps(["evict=lru"])
 
 

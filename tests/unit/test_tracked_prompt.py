@@ -1,4 +1,4 @@
-"""Tracked.chain and to_token_array over a real SGLang `Req` built by `engine.build_req`:
+"""Tracked.chain and to_token_array over a real SGLang `Req` built by `prefill.build_req`:
 a live request's prompt exists once (the Req's `array('q')`), the chain views it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from array import array
 import numpy as np
 import pytest
 
-from engine_adapter.embedded.engine import build_req
+from engine_adapter.embedded.prefill import build_req
 from engine_adapter.embedded.page_hashes import BlockPrompt
 from engine_adapter.embedded.prefill import to_token_array
 from engine_adapter.embedded.requests import RequestSpec, Tracked
