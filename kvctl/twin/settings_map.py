@@ -8,7 +8,7 @@
     chunked_prefill_size   -> chunked_prefill_size        -> token_budget (tokens per step)
     max_prefill_tokens     -> max_prefill_tokens          (dropped: no equivalent)
     schedule_policy        -> schedule_policy             (dropped; kvctl's is fcfs)
-    (SGLang has none)      -> tau_high 1.0: kvctl's seed-003 admission ceiling off
+    (SGLang has none)      -> tau_high not passed: kvctl's seed-003 ceiling stays off
 
 Options are passed by name when `ReplaySettings` has the field (SGLang's scheduling in the
 replay, a parallel change, adds the three marked ones), so this works before and after it;
@@ -58,7 +58,7 @@ def _split(server_info: dict) -> tuple[dict, dict]:
             dropped[key] = value
     if "chunked_prefill_size" in dropped:  # kvctl's per-step token budget is the chunk
         options["token_budget"] = dropped.pop("chunked_prefill_size")
-    if "tau_high" in _FIELDS:
-        options["tau_high"] = 1.0  # SGLang has no U_KV admission ceiling
+    # kvctl's seed-003 tau_high ceiling is not passed: SGLang has none, and a replay's is off
+    # unless asked for (ReplaySettings.tau_high None), so the prediction runs without it
     return options, dropped
 

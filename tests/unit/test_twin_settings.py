@@ -23,11 +23,11 @@ WITH_SGLANG_SCHEDULING = TODAY | {"chunked_prefill_size", "max_prefill_tokens",
 
 def test_settings_map_to_todays_replay_options(monkeypatch):
     """Without SGLang's scheduling options the chunk becomes kvctl's token budget, tau_high
-    is 1.0 (off), and the prefill cap and schedule policy are reported as unmapped."""
+    is not passed (SGLang has no such ceiling; the replay's is off unless asked for), and the prefill cap and schedule policy are reported as unmapped."""
     monkeypatch.setattr(settings_map, "_FIELDS", TODAY)
     assert settings_map.server_settings_to_replay_options(INFO) == {
         "page_size": 16, "pool_tokens": 65_536, "eviction_policy": "lru",
-        "max_running_requests": 8, "token_budget": 2048, "tau_high": 1.0}
+        "max_running_requests": 8, "token_budget": 2048}
     assert settings_map.unmapped_settings(INFO) == {"max_prefill_tokens": 16_384,
                                                     "schedule_policy": "fcfs"}
 
@@ -39,7 +39,7 @@ def test_settings_pass_through_by_name_once_the_replay_has_them(monkeypatch):
     assert settings_map.server_settings_to_replay_options(INFO) == {
         "page_size": 16, "pool_tokens": 65_536, "eviction_policy": "lru",
         "max_running_requests": 8, "chunked_prefill_size": 2048, "max_prefill_tokens": 16_384,
-        "schedule_policy": "fcfs", "tau_high": 1.0}
+        "schedule_policy": "fcfs"}
     assert settings_map.unmapped_settings(INFO) == {}
 
 
@@ -47,8 +47,7 @@ def test_unset_server_settings_are_not_passed(monkeypatch):
     """None, and -1 (chunked prefill off), leave the replay's own default in place."""
     monkeypatch.setattr(settings_map, "_FIELDS", TODAY)
     info = {"page_size": 4, "max_running_requests": None, "chunked_prefill_size": -1}
-    assert settings_map.server_settings_to_replay_options(info) == {"page_size": 4,
-                                                                     "tau_high": 1.0}
+    assert settings_map.server_settings_to_replay_options(info) == {"page_size": 4}
 
 
 def test_the_server_settings_carry_no_cost_model(monkeypatch):
@@ -56,7 +55,7 @@ def test_the_server_settings_carry_no_cost_model(monkeypatch):
     taken from /server_info never name one, even though the replay has the field."""
     monkeypatch.setattr(settings_map, "_FIELDS", TODAY | {"cost_model"})
     options = settings_map.server_settings_to_replay_options({"page_size": 16})
-    assert options == {"page_size": 16, "tau_high": 1.0}
+    assert options == {"page_size": 16}
 
 
 @pytest.mark.parametrize("input_length, output_length, expected", [
