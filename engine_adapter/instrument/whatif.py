@@ -35,6 +35,7 @@ salted with a per-process random base and never leave the process.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections import OrderedDict
 
@@ -50,6 +51,12 @@ MAX_KEYS_PER_SCALE = 8192
 _SAMPLE_BITS = 24
 _FRESH_KEY = 1 << 63  # output pages: a counter with the top bit set
 _PROMPT_MASK = np.uint64((1 << 63) - 1)  # prompt keys: the top bit clear
+# splitmix64's finalizer (the sampling hash), as numpy scalars built once
+_MIX_ADD, _MIX_1, _MIX_2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
+                            np.uint64(0x94D049BB133111EB))
+_SHIFT_30, _SHIFT_27, _SHIFT_31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_SAMPLE_MASK = np.uint64((1 << _SAMPLE_BITS) - 1)
+_NAMESPACE_CACHE = 1024  # namespace hashes kept (a dict cleared when full)
 
 
 class _MiniCache:
@@ -64,15 +71,6 @@ class _MiniCache:
         self.weight = 0.0
         self.capped = False
         self.hits = 0.0
-
-    def shrink(self) -> None:
-        """Evict least recent pages until the weight and the key bound hold again."""
-        entries = self.entries
-        while self.weight > self.capacity or len(entries) > self.max_keys:
-            if len(entries) > self.max_keys:
-                self.capped = True
-            _, gone = entries.popitem(last=False)
-            self.weight -= gone
 
 
 class WhatIfShadow:
@@ -98,6 +96,7 @@ class WhatIfShadow:
         self.scales = tuple(scales)
         self._caches = [_MiniCache(s * pool_pages, max_keys_per_scale) for s in self.scales]
         self.max_keys = max_keys_per_scale * len(self.scales)
+        self._namespaces: dict[str, np.uint64] = {}
         self._fresh = 0
         self.requests = 0
         self.prompt_tokens = 0
@@ -141,9 +140,10 @@ class WhatIfShadow:
         deep = np.flatnonzero(self._in_sample(keys[full:])) + full
         sampled_keys = keys[:full].tolist() + keys[deep].tolist()
         weight = 1.0 / self.rate
-        weights = [1.0] * full + [weight] * len(deep)
+        n_deep = len(deep)
+        deep_counted = int(np.count_nonzero(deep < matchable))  # deep is ascending
         counted = [1.0] * min(full, matchable) + [0.0] * max(full - matchable, 0) + \
-            np.where(deep < matchable, weight, 0.0).tolist()  # the weight a hit counts
+            [weight] * deep_counted + [0.0] * (n_deep - deep_counted)  # the weight a hit counts
         self.sampled_matchable_weight += sum(counted)
         # SGLang's step order (kvctl/replay/curve/distance.py): match every page first,
         # counting leading hits (nothing moves); then insert, deepest first. The caches
@@ -157,9 +157,14 @@ class WhatIfShadow:
                     break
                 run += 1
             cache.hits += sum(counted[:run])
-        prompt = list(zip(sampled_keys, weights))
-        prompt.reverse()  # deepest first
-        self._insert(self._outputs(prompt_tokens, output_tokens) + prompt)
+        weights = [weight] * n_deep + [1.0] * full  # deepest first, as the keys below
+        sampled_keys.reverse()
+        outputs = self._outputs(prompt_tokens, output_tokens)
+        if outputs:
+            self._insert([k for k, _ in outputs] + sampled_keys,
+                         [w for _, w in outputs] + weights)
+        else:
+            self._insert(sampled_keys, weights)
 
     def finish(self, *, prompt_tokens: int, output_tokens: int) -> None:
         """A request observed with output_tokens=0 finished: its output pages are inserted
@@ -167,7 +172,7 @@ class WhatIfShadow:
         of its match, as in the one-pass curve)."""
         outputs = self._outputs(prompt_tokens, output_tokens)
         if outputs:
-            self._insert(outputs)
+            self._insert([k for k, _ in outputs], [w for _, w in outputs])
 
     def _outputs(self, prompt_tokens: int, output_tokens: int) -> list[tuple[int, float]]:
         """The request's new output pages that fall in the sample, deepest first. They are
@@ -181,28 +186,41 @@ class WhatIfShadow:
         weight = float(stride)
         return [(_FRESH_KEY | n, weight) for n in range(start, first + extra, stride)][::-1]
 
-    def _insert(self, order: list[tuple[int, float]]) -> None:
-        """Touch `order` (oldest first) in every mini-cache, evicting least recent pages."""
+    def _insert(self, keys: list[int], weights: list[float]) -> None:
+        """Touch `keys` (oldest first, each with its weight) in every mini-cache: a cached
+        key moves to the end, a new one is inserted and least recent pages are evicted while
+        the weight or the key bound is exceeded (local names, no call per page: this loop
+        runs per sampled page and scale on every request, the shadow's hot path)."""
         for cache in self._caches:
             entries = cache.entries
             move = entries.move_to_end
-            for key, weight in order:
+            evict = entries.popitem
+            held, capacity, max_keys = cache.weight, cache.capacity, cache.max_keys
+            for key, weight in zip(keys, weights):
                 if key in entries:
                     move(key)
-                else:
-                    entries[key] = weight
-                    cache.weight += weight
-                    if cache.weight > cache.capacity or len(entries) > cache.max_keys:
-                        cache.shrink()
+                    continue
+                entries[key] = weight
+                held += weight
+                while held > capacity or len(entries) > max_keys:
+                    if len(entries) > max_keys:
+                        cache.capped = True
+                    held -= evict(last=False)[1]
+            cache.weight = held
 
     def _in_sample(self, keys: np.ndarray) -> np.ndarray:
         return self._hashed(keys) < self._threshold
 
     def _hashed_text(self, text: str) -> np.uint64:
-        import hashlib
-
-        digest = hashlib.blake2b(text.encode(), digest_size=8, key=self._salt.tobytes()).digest()
-        return np.uint64(int.from_bytes(digest, "little"))
+        """The salted hash of a namespace label, kept for the next request of it."""
+        value = self._namespaces.get(text)
+        if value is None:
+            if len(self._namespaces) >= _NAMESPACE_CACHE:
+                self._namespaces.clear()
+            digest = hashlib.blake2b(text.encode(), digest_size=8,
+                                     key=self._salt.tobytes()).digest()
+            value = self._namespaces[text] = np.uint64(int.from_bytes(digest, "little"))
+        return value
 
     def curve(self) -> WhatIfCurve:
         """The estimate now (cumulative over every request observed)."""
@@ -223,9 +241,14 @@ class WhatIfShadow:
                            max_keys=self.max_keys, measured_hit_rate=measured)
 
     def _hashed(self, keys: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            z = (keys ^ self._salt) + np.uint64(0x9E3779B97F4A7C15)
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            z ^= z >> np.uint64(31)
-        return z & np.uint64((1 << _SAMPLE_BITS) - 1)
+        """splitmix64's finalizer of the salted keys, low _SAMPLE_BITS bits; in place on one
+        array (uint64 array arithmetic wraps silently)."""
+        z = keys ^ self._salt
+        z += _MIX_ADD
+        z ^= z >> _SHIFT_30
+        z *= _MIX_1
+        z ^= z >> _SHIFT_27
+        z *= _MIX_2
+        z ^= z >> _SHIFT_31
+        z &= _SAMPLE_MASK
+        return z
