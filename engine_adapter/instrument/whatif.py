@@ -37,11 +37,10 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections import OrderedDict
-
 import numpy as np
 
 from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, PrefixHasher
+from engine_adapter.instrument.whatif_lru import MiniCaches
 from engine_adapter.whatif_view import WhatIfCurve, WhatIfPoint
 
 POOL_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -57,20 +56,6 @@ _MIX_ADD, _MIX_1, _MIX_2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1
 _SHIFT_30, _SHIFT_27, _SHIFT_31 = np.uint64(30), np.uint64(27), np.uint64(31)
 _SAMPLE_MASK = np.uint64((1 << _SAMPLE_BITS) - 1)
 _NAMESPACE_CACHE = 1024  # namespace hashes kept (a dict cleared when full)
-
-
-class _MiniCache:
-    """An LRU over sampled pages with a capacity in (weighted) pages and a key bound."""
-
-    __slots__ = ("capacity", "max_keys", "entries", "weight", "capped", "hits")
-
-    def __init__(self, capacity: float, max_keys: int) -> None:
-        self.capacity = capacity
-        self.max_keys = max_keys
-        self.entries: OrderedDict[int, float] = OrderedDict()
-        self.weight = 0.0
-        self.capped = False
-        self.hits = 0.0
 
 
 class WhatIfShadow:
@@ -94,7 +79,8 @@ class WhatIfShadow:
         self._stride = max(round(1 / rate), 1)  # output pages: every stride-th one
         pool_pages = pool_tokens / page_size
         self.scales = tuple(scales)
-        self._caches = [_MiniCache(s * pool_pages, max_keys_per_scale) for s in self.scales]
+        self._caches = MiniCaches([s * pool_pages for s in self.scales], max_keys_per_scale)
+        self._hits = [0.0] * len(self.scales)
         self.max_keys = max_keys_per_scale * len(self.scales)
         self._namespaces: dict[str, np.uint64] = {}
         self._fresh = 0
@@ -138,7 +124,7 @@ class WhatIfShadow:
             self.measured_hit_tokens += cached_tokens
         full = min(self.full_depth_pages, len(keys))
         deep = np.flatnonzero(self._in_sample(keys[full:])) + full
-        sampled_keys = keys[:full].tolist() + keys[deep].tolist()
+        sampled = np.concatenate((keys[:full], keys[deep]))
         weight = 1.0 / self.rate
         n_deep = len(deep)
         deep_counted = int(np.count_nonzero(deep < matchable))  # deep is ascending
@@ -148,23 +134,18 @@ class WhatIfShadow:
         # SGLang's step order (kvctl/replay/curve/distance.py): match every page first,
         # counting leading hits (nothing moves); then insert, deepest first. The caches
         # nest (an LRU's content grows with its size), so a larger cache's hit run starts
-        # where the smaller one's ended.
-        run = 0
-        for cache in self._caches:
-            entries = cache.entries
-            for key in sampled_keys[run:]:
-                if key not in entries:
-                    break
-                run += 1
-            cache.hits += sum(counted[:run])
-        weights = [weight] * n_deep + [1.0] * full  # deepest first, as the keys below
-        sampled_keys.reverse()
+        # where the smaller one's ended (MiniCaches.hit_runs).
+        hits = self._hits
+        for index, run in enumerate(self._caches.hit_runs(sampled).tolist()):
+            hits[index] += sum(counted[:run])
+        weights = np.full(len(sampled), weight)
+        weights[n_deep:] = 1.0  # deepest first, as the keys below
+        order, order_weights = sampled[::-1], weights
         outputs = self._outputs(prompt_tokens, output_tokens)
         if outputs:
-            self._insert([k for k, _ in outputs] + sampled_keys,
-                         [w for _, w in outputs] + weights)
-        else:
-            self._insert(sampled_keys, weights)
+            order = np.concatenate((np.array([k for k, _ in outputs], dtype=np.uint64), order))
+            order_weights = np.concatenate((np.array([w for _, w in outputs]), weights))
+        self._caches.touch(np.ascontiguousarray(order), order_weights)
 
     def finish(self, *, prompt_tokens: int, output_tokens: int) -> None:
         """A request observed with output_tokens=0 finished: its output pages are inserted
@@ -172,7 +153,8 @@ class WhatIfShadow:
         of its match, as in the one-pass curve)."""
         outputs = self._outputs(prompt_tokens, output_tokens)
         if outputs:
-            self._insert([k for k, _ in outputs], [w for _, w in outputs])
+            self._caches.touch(np.array([k for k, _ in outputs], dtype=np.uint64),
+                               np.array([w for _, w in outputs]))
 
     def _outputs(self, prompt_tokens: int, output_tokens: int) -> list[tuple[int, float]]:
         """The request's new output pages that fall in the sample, deepest first. They are
@@ -185,28 +167,6 @@ class WhatIfShadow:
         start = -(-first // stride) * stride
         weight = float(stride)
         return [(_FRESH_KEY | n, weight) for n in range(start, first + extra, stride)][::-1]
-
-    def _insert(self, keys: list[int], weights: list[float]) -> None:
-        """Touch `keys` (oldest first, each with its weight) in every mini-cache: a cached
-        key moves to the end, a new one is inserted and least recent pages are evicted while
-        the weight or the key bound is exceeded (local names, no call per page: this loop
-        runs per sampled page and scale on every request, the shadow's hot path)."""
-        for cache in self._caches:
-            entries = cache.entries
-            move = entries.move_to_end
-            evict = entries.popitem
-            held, capacity, max_keys = cache.weight, cache.capacity, cache.max_keys
-            for key, weight in zip(keys, weights):
-                if key in entries:
-                    move(key)
-                    continue
-                entries[key] = weight
-                held += weight
-                while held > capacity or len(entries) > max_keys:
-                    if len(entries) > max_keys:
-                        cache.capped = True
-                    held -= evict(last=False)[1]
-            cache.weight = held
 
     def _in_sample(self, keys: np.ndarray) -> np.ndarray:
         return self._hashed(keys) < self._threshold
@@ -227,17 +187,17 @@ class WhatIfShadow:
         cacheable = (self.matchable_pages * self.page_size / self.prompt_tokens
                      if self.prompt_tokens else 0.0)
         points = []
-        for scale, cache in zip(self.scales, self._caches):
-            rate = (cache.hits / self.sampled_matchable_weight * cacheable
+        for scale, hits, capped in zip(self.scales, self._hits, self._caches.capped.tolist()):
+            rate = (hits / self.sampled_matchable_weight * cacheable
                     if self.sampled_matchable_weight else None)
             points.append(WhatIfPoint(pool_scale=scale, pool_tokens=int(scale * self.pool_tokens),
-                                      hit_rate=rate, capped=cache.capped))
+                                      hit_rate=rate, capped=capped))
         measured = (self.measured_hit_tokens / self.prompt_tokens
                     if self.prompt_tokens and self._measured else None)
         return WhatIfCurve(points=tuple(points), sample_rate=self.rate,
                            full_depth_pages=self.full_depth_pages, requests=self.requests,
                            prompt_tokens=self.prompt_tokens,
-                           shadow_keys=sum(len(c.entries) for c in self._caches),
+                           shadow_keys=int(self._caches.count.sum()),
                            max_keys=self.max_keys, measured_hit_rate=measured)
 
     def _hashed(self, keys: np.ndarray) -> np.ndarray:
