@@ -16,8 +16,8 @@ Layout per scale c (K = key bound + 1 slots, the +1 for the moment after an inse
                                    shifts the run back (no tombstones), load <= 1/2
     free[c, :n_free[c]]            unused slots (a stack)
 
-Memory: (8 + 8 + 4 + 4) B a slot and 2 x 4 B a table cell rounded up, about 330 KiB a scale at
-the default bound of 8,192 keys (2 MiB for six scales), allocated once.
+Memory: (8 + 8 + 4 + 4 + 4) B a slot and 4 B a table cell (at least 2 cells a slot, a power
+of two), allocated once: 352 KiB a scale at the default bound of 8,192 keys, 2.1 MiB for six.
 """
 
 from __future__ import annotations
