@@ -96,6 +96,9 @@ class PrefixHasher:
         self._in_block: dict[int, np.ndarray] = {}  # per block size: (1 + k p) S + T
         powers = self.powers(page_size)
         with np.errstate(over="ignore"):
+            self._page_base = powers[-1] * self.base  # B^p
+        self._page_powers = np.ones(1, dtype=_U64)  # B^(k p), grown by page_powers
+        with np.errstate(over="ignore"):
             self._sum = powers.sum(dtype=_U64)  # S
             self._ramp = (np.arange(page_size, dtype=_U64) * powers).sum(dtype=_U64)  # T
 
@@ -109,23 +112,37 @@ class PrefixHasher:
             have = len(self._powers)
         return self._powers[:n]
 
+    def page_powers(self, first: int, n: int) -> np.ndarray:
+        """B^(k p) for pages k = first .. first+n-1 (contiguous: one 8 B read a page, not a
+        strided read of the token powers). Grown by doubling, as `powers`."""
+        have = len(self._page_powers)
+        while have < first + n:
+            with np.errstate(over="ignore"):
+                step = self._page_powers[-1] * self._page_base  # B^(have p)
+                self._page_powers = np.concatenate([self._page_powers,
+                                                    self._page_powers * step])
+            have = len(self._page_powers)
+        return self._page_powers[first : first + n]
+
     def token_hashes(self, tokens: np.ndarray, start_page: int = 0, carry: int = 0) -> np.ndarray:
         """H at each full page boundary of `tokens`, which begin at page `start_page` of
-        their sequence whose hash so far is `carry` (H_{start_page - 1}, or 0)."""
+        their sequence whose hash so far is `carry` (H_{start_page - 1}, or 0).
+
+        Page by page (the chain in the module docstring): each page's term is its tokens
+        times B^0 .. B^(p-1) (one matrix-vector product over the (pages, p) view, no
+        per-token temporary), times B^(m p), then a running sum over pages (uint64 arithmetic
+        wraps mod 2^64 as the per-token form does: the same values)."""
         p = self.page_size
-        n_full = len(tokens) // p * p
-        if n_full == 0:
+        pages = len(tokens) // p
+        if pages == 0:
             return _EMPTY
-        offset = start_page * p
-        powers = self.powers(offset + n_full)[offset:]
+        ids = tokens[: pages * p]
+        ids = ids.view(_U64) if ids.dtype == np.int64 else ids.astype(_U64)
         with np.errstate(over="ignore"):
-            # int64 ids as uint64 without a copy; one product array, summed in place
-            ids = tokens[:n_full]
-            ids = ids.view(_U64) if ids.dtype == np.int64 else ids.astype(_U64)
-            terms = ids * powers
+            terms = ids.reshape(pages, p) @ self.powers(p)
+            terms *= self.page_powers(start_page, pages)
             terms[0] += _U64(carry)
-            prefix = np.cumsum(terms, dtype=_U64, out=terms)
-        return prefix[p - 1 :: p].copy()  # 8 B per page, not per token, stays cached
+            return np.cumsum(terms, dtype=_U64, out=terms)
 
     def block_hashes(self, block_ids: Sequence[int], length: int,
                      block_tokens: int = BLOCK_TOKENS) -> np.ndarray:

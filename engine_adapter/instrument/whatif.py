@@ -26,21 +26,20 @@ in the request hit (the radix match stops at the first miss; distances along a p
 are near-monotone, so the sampled prefix stands for the full one). Assumes LRU.
 
 Memory is bounded: each mini-cache holds at most `max_keys_per_scale` pages (8,192 by
-default, 49,152 in all; measured about 360 B a key with the dicts, so at most about
-17 MiB; 1.8 MiB for the 5,094 keys of the full shipped trace at its default pool); a scale
-that hits the bound evicts early and is flagged `capped` (its estimate is then a lower
-bound). Keys are
+default, 49,152 in all) in arrays allocated once (instrument/whatif_lru.py, compiled with
+numba: 2.1 MiB for six scales at the default bound); a scale that hits the bound evicts
+early and is flagged `capped` (its estimate is then a lower bound). Keys are
 salted with a per-process random base and never leave the process.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
-from collections import OrderedDict
-
 import numpy as np
 
 from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, PrefixHasher
+from engine_adapter.instrument.whatif_lru import MiniCaches
 from engine_adapter.whatif_view import WhatIfCurve, WhatIfPoint
 
 POOL_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -50,29 +49,12 @@ MAX_KEYS_PER_SCALE = 8192
 _SAMPLE_BITS = 24
 _FRESH_KEY = 1 << 63  # output pages: a counter with the top bit set
 _PROMPT_MASK = np.uint64((1 << 63) - 1)  # prompt keys: the top bit clear
-
-
-class _MiniCache:
-    """An LRU over sampled pages with a capacity in (weighted) pages and a key bound."""
-
-    __slots__ = ("capacity", "max_keys", "entries", "weight", "capped", "hits")
-
-    def __init__(self, capacity: float, max_keys: int) -> None:
-        self.capacity = capacity
-        self.max_keys = max_keys
-        self.entries: OrderedDict[int, float] = OrderedDict()
-        self.weight = 0.0
-        self.capped = False
-        self.hits = 0.0
-
-    def shrink(self) -> None:
-        """Evict least recent pages until the weight and the key bound hold again."""
-        entries = self.entries
-        while self.weight > self.capacity or len(entries) > self.max_keys:
-            if len(entries) > self.max_keys:
-                self.capped = True
-            _, gone = entries.popitem(last=False)
-            self.weight -= gone
+# splitmix64's finalizer (the sampling hash), as numpy scalars built once
+_MIX_ADD, _MIX_1, _MIX_2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
+                            np.uint64(0x94D049BB133111EB))
+_SHIFT_30, _SHIFT_27, _SHIFT_31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_SAMPLE_MASK = np.uint64((1 << _SAMPLE_BITS) - 1)
+_NAMESPACE_CACHE = 1024  # namespace hashes kept (a dict cleared when full)
 
 
 class WhatIfShadow:
@@ -96,8 +78,10 @@ class WhatIfShadow:
         self._stride = max(round(1 / rate), 1)  # output pages: every stride-th one
         pool_pages = pool_tokens / page_size
         self.scales = tuple(scales)
-        self._caches = [_MiniCache(s * pool_pages, max_keys_per_scale) for s in self.scales]
+        self._caches = MiniCaches([s * pool_pages for s in self.scales], max_keys_per_scale)
+        self._hits = [0.0] * len(self.scales)
         self.max_keys = max_keys_per_scale * len(self.scales)
+        self._namespaces: dict[str, np.uint64] = {}
         self._fresh = 0
         self.requests = 0
         self.prompt_tokens = 0
@@ -139,27 +123,28 @@ class WhatIfShadow:
             self.measured_hit_tokens += cached_tokens
         full = min(self.full_depth_pages, len(keys))
         deep = np.flatnonzero(self._in_sample(keys[full:])) + full
-        sampled_keys = keys[:full].tolist() + keys[deep].tolist()
+        sampled = np.concatenate((keys[:full], keys[deep]))
         weight = 1.0 / self.rate
-        weights = [1.0] * full + [weight] * len(deep)
+        n_deep = len(deep)
+        deep_counted = int(np.count_nonzero(deep < matchable))  # deep is ascending
         counted = [1.0] * min(full, matchable) + [0.0] * max(full - matchable, 0) + \
-            np.where(deep < matchable, weight, 0.0).tolist()  # the weight a hit counts
+            [weight] * deep_counted + [0.0] * (n_deep - deep_counted)  # the weight a hit counts
         self.sampled_matchable_weight += sum(counted)
         # SGLang's step order (kvctl/replay/curve/distance.py): match every page first,
         # counting leading hits (nothing moves); then insert, deepest first. The caches
         # nest (an LRU's content grows with its size), so a larger cache's hit run starts
-        # where the smaller one's ended.
-        run = 0
-        for cache in self._caches:
-            entries = cache.entries
-            for key in sampled_keys[run:]:
-                if key not in entries:
-                    break
-                run += 1
-            cache.hits += sum(counted[:run])
-        prompt = list(zip(sampled_keys, weights))
-        prompt.reverse()  # deepest first
-        self._insert(self._outputs(prompt_tokens, output_tokens) + prompt)
+        # where the smaller one's ended (MiniCaches.hit_runs).
+        hits = self._hits
+        for index, run in enumerate(self._caches.hit_runs(sampled).tolist()):
+            hits[index] += sum(counted[:run])
+        weights = np.full(len(sampled), weight)
+        weights[n_deep:] = 1.0  # deepest first, as the keys below
+        order, order_weights = sampled[::-1], weights
+        outputs = self._outputs(prompt_tokens, output_tokens)
+        if outputs:
+            order = np.concatenate((np.array([k for k, _ in outputs], dtype=np.uint64), order))
+            order_weights = np.concatenate((np.array([w for _, w in outputs]), weights))
+        self._caches.touch(np.ascontiguousarray(order), order_weights)
 
     def finish(self, *, prompt_tokens: int, output_tokens: int) -> None:
         """A request observed with output_tokens=0 finished: its output pages are inserted
@@ -167,7 +152,8 @@ class WhatIfShadow:
         of its match, as in the one-pass curve)."""
         outputs = self._outputs(prompt_tokens, output_tokens)
         if outputs:
-            self._insert(outputs)
+            self._caches.touch(np.array([k for k, _ in outputs], dtype=np.uint64),
+                               np.array([w for _, w in outputs]))
 
     def _outputs(self, prompt_tokens: int, output_tokens: int) -> list[tuple[int, float]]:
         """The request's new output pages that fall in the sample, deepest first. They are
@@ -181,51 +167,47 @@ class WhatIfShadow:
         weight = float(stride)
         return [(_FRESH_KEY | n, weight) for n in range(start, first + extra, stride)][::-1]
 
-    def _insert(self, order: list[tuple[int, float]]) -> None:
-        """Touch `order` (oldest first) in every mini-cache, evicting least recent pages."""
-        for cache in self._caches:
-            entries = cache.entries
-            move = entries.move_to_end
-            for key, weight in order:
-                if key in entries:
-                    move(key)
-                else:
-                    entries[key] = weight
-                    cache.weight += weight
-                    if cache.weight > cache.capacity or len(entries) > cache.max_keys:
-                        cache.shrink()
-
     def _in_sample(self, keys: np.ndarray) -> np.ndarray:
         return self._hashed(keys) < self._threshold
 
     def _hashed_text(self, text: str) -> np.uint64:
-        import hashlib
-
-        digest = hashlib.blake2b(text.encode(), digest_size=8, key=self._salt.tobytes()).digest()
-        return np.uint64(int.from_bytes(digest, "little"))
+        """The salted hash of a namespace label, kept for the next request of it."""
+        value = self._namespaces.get(text)
+        if value is None:
+            if len(self._namespaces) >= _NAMESPACE_CACHE:
+                self._namespaces.clear()
+            digest = hashlib.blake2b(text.encode(), digest_size=8,
+                                     key=self._salt.tobytes()).digest()
+            value = self._namespaces[text] = np.uint64(int.from_bytes(digest, "little"))
+        return value
 
     def curve(self) -> WhatIfCurve:
         """The estimate now (cumulative over every request observed)."""
         cacheable = (self.matchable_pages * self.page_size / self.prompt_tokens
                      if self.prompt_tokens else 0.0)
         points = []
-        for scale, cache in zip(self.scales, self._caches):
-            rate = (cache.hits / self.sampled_matchable_weight * cacheable
+        for scale, hits, capped in zip(self.scales, self._hits, self._caches.capped.tolist()):
+            rate = (hits / self.sampled_matchable_weight * cacheable
                     if self.sampled_matchable_weight else None)
             points.append(WhatIfPoint(pool_scale=scale, pool_tokens=int(scale * self.pool_tokens),
-                                      hit_rate=rate, capped=cache.capped))
+                                      hit_rate=rate, capped=capped))
         measured = (self.measured_hit_tokens / self.prompt_tokens
                     if self.prompt_tokens and self._measured else None)
         return WhatIfCurve(points=tuple(points), sample_rate=self.rate,
                            full_depth_pages=self.full_depth_pages, requests=self.requests,
                            prompt_tokens=self.prompt_tokens,
-                           shadow_keys=sum(len(c.entries) for c in self._caches),
+                           shadow_keys=int(self._caches.count.sum()),
                            max_keys=self.max_keys, measured_hit_rate=measured)
 
     def _hashed(self, keys: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            z = (keys ^ self._salt) + np.uint64(0x9E3779B97F4A7C15)
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            z ^= z >> np.uint64(31)
-        return z & np.uint64((1 << _SAMPLE_BITS) - 1)
+        """splitmix64's finalizer of the salted keys, low _SAMPLE_BITS bits; in place on one
+        array (uint64 array arithmetic wraps silently)."""
+        z = keys ^ self._salt
+        z += _MIX_ADD
+        z ^= z >> _SHIFT_30
+        z *= _MIX_1
+        z ^= z >> _SHIFT_27
+        z *= _MIX_2
+        z ^= z >> _SHIFT_31
+        z &= _SAMPLE_MASK
+        return z

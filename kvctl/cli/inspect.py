@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kvctl.cli.output import console, print_json, to_jsonable
+from kvctl.tui.format import whatif as whatif_line  # one wording with kvctl monitor
 from kvctl.tui.host_tier import host_tier_derived, host_tier_rows
 from kvctl.cli.plugin_options import PluginToken
 from kvctl.errors import InputError, RuntimeFailure
@@ -270,14 +271,6 @@ def _fleet_row(name: str, s: "Snapshot", load: str) -> tuple[str, ...]:
         _pct(s.hit_rate),
         load,
     )
-
-
-def whatif_line(s: "Snapshot") -> str:
-    """'2x pool: 31.0% -> 37.2% (est., LRU; 1x measured 30.8%)' (docs/curve.md), or not
-    observable where no what-if shadow runs (a server without the kvctl plugin)."""
-    if s.whatif is None:
-        return "not observable (needs the kvctl plugin)"
-    return s.whatif.gain_line(2.0)
 
 
 def _worker_rows(read: "RemoteRead") -> list[tuple[str, str]]:

@@ -66,3 +66,12 @@ def label_value(label: str, value: str, *, value_style: str = "bold") -> Text:
 def count(value: int | None) -> str:
     """An integer with separators, or the dash when it is unknown."""
     return DASH if value is None else f"{value:,}"
+
+
+def whatif(snapshot: Snapshot) -> str:
+    """The what-if line shared by `kvctl inspect` and `kvctl monitor`: '2x pool: 31.0% ->
+    37.2% (est., LRU; 1x measured 30.8%)' (docs/curve.md), or not observable where no what-if
+    shadow runs (a server without the kvctl plugin), never 0."""
+    if snapshot.whatif is None:
+        return f"{NOT_OBSERVABLE} (needs the kvctl plugin)"
+    return snapshot.whatif.gain_line(2.0)

@@ -1,5 +1,6 @@
 """H_prefix (seed 003 eq. 2) over time, hit and recomputed tokens, and the four prefix
-lengths of seed 000 0x07A (S_sem, S_indexed, S_cap, S_runtime), summed over admissions."""
+lengths of seed 000 0x07A (S_sem, S_indexed, S_cap, S_runtime), summed over admissions, and
+the what-if shadow's "2x pool: a% -> b%" estimate (docs/curve.md)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,11 @@ def lengths_line(snapshot: Snapshot) -> Text:
     )  # fmt: skip
 
 
+def whatif_line(snapshot: Snapshot) -> Text:
+    """The sampled shadow's 2x estimate, worded as in `kvctl inspect` (fmt.whatif)."""
+    return fmt.label_value("what-if", fmt.whatif(snapshot), value_style="")
+
+
 class HitRateHistory(Vertical):
     DEFAULT_CSS = "HitRateHistory { height: auto; } HitRateHistory > Static { height: 1; }"
     snapshot: reactive[Snapshot | None] = reactive(None, always_update=True, repaint=False)
@@ -59,6 +65,7 @@ class HitRateHistory(Vertical):
             f"H_prefix/{WINDOW_READS}r", style="bold green", id="hit-rate-history"
         )
         yield Static("", id="reuse-lengths")
+        yield Static("", id="reuse-whatif")
 
     def watch_snapshot(self, snapshot: Snapshot | None) -> None:
         if snapshot is None:
@@ -74,3 +81,4 @@ class HitRateHistory(Vertical):
             rates, fmt.ratio(rates[-1]) if funnel.prompt_tokens else "n/a"
         )
         update_static(self.query_one("#reuse-lengths", Static), lengths_line(snapshot))
+        update_static(self.query_one("#reuse-whatif", Static), whatif_line(snapshot))
