@@ -48,7 +48,11 @@ def test_monitor_shows_the_live_server_and_quits_with_q(server, terminal):
     """Header, pool size and the mirror's cached tokens and leaves appear; q exits 0."""
     name, exit_file = terminal
     screen = lambda: tmux("capture-pane", "-p", "-t", name)  # noqa: E731
-    first = wait_for(lambda: "● live" in (s := screen()) and s, 120, "the live dashboard")
+    # The run state turns "● live, read-only" as soon as the source is adopted, before the
+    # polling worker's first remote read is on screen; the engine part of the status line
+    # (" · SGLang <version>") comes with that first snapshot, so wait for both.
+    first = wait_for(lambda: "● live" in (s := screen()) and " · SGLang " in s and s, 120,
+                     "the live dashboard with its first snapshot")
     assert f"{server.url} (remote, read-only)" in first and "SGLang 0.5.23" in first
     assert "pool             1,024" in first and f"page {PAGE}" in first
 
