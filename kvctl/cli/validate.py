@@ -121,9 +121,14 @@ OUT_OPTIONS = frozenset({"out"})
 POSITIONAL = frozenset({"workload", "layout"})  # arguments: the message names just the path
 
 
+# Parameters whose first flag is not their name spelled out (`kvctl replay`'s token_budget is
+# SGLang's --chunked-prefill-size; --token-budget is its older alias).
+FLAG_NAMES = {"token_budget": "--chunked-prefill-size"}
+
+
 def flag_name(name: str) -> str:
     """The command-line spelling of a parameter (`page_size` -> `--page-size`)."""
-    return "--" + name.replace("_", "-")
+    return FLAG_NAMES.get(name) or "--" + name.replace("_", "-")
 
 
 def check_number(name: str, value: int | float) -> None:

@@ -339,7 +339,8 @@ def test_bad_addresses_fail_before_any_connection(data):
 
 
 def test_every_address_option_is_a_case():
-    """The five remote commands each contribute their --url, --plugin-url, --plugin-token."""
+    """The five remote commands each contribute their --url, --plugin-url, --plugin-token;
+    replay its --plugin-url (for --against, whose URL is not named --url)."""
     assert sorted((path, name) for path, name, _ in ADDRESS_CASES) == sorted(
-        (path, name) for path in ("inspect", "monitor", "exporter", "record", "calibrate")
-        for name in ADDRESS_OPTIONS)
+        [(path, name) for path in ("inspect", "monitor", "exporter", "record", "calibrate")
+         for name in ADDRESS_OPTIONS] + [("replay", "plugin_url")])
