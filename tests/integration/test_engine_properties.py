@@ -75,6 +75,20 @@ PROPERTY_SETTINGS = settings(
 TALLY: Counter = Counter()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def optimistic_admission():
+    """SGLang's PrefillAdder reserves each running request's remaining outputs up to
+    SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION (4,096), which these outputs never reach, so at
+    that default admission never over-commits and decode almost never retracts. The module
+    runs it at 4, as a server started with that variable would: admission is optimistic and
+    decode outgrows the pool and retracts (tau_high, when drawn, still caps admission)."""
+    from sglang.srt.managers import schedule_policy
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(schedule_policy, "CLIP_MAX_NEW_TOKENS", 4)
+        yield
+
+
 def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     n = min(len(a), len(b))
     diff = np.flatnonzero(a[:n] != b[:n])

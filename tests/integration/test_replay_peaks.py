@@ -72,9 +72,12 @@ def test_report_peaks_are_every_steps_whatever_the_sampling(every_step):
         assert (utilization.peak_kv_utilization, utilization.peak_token_usage) == (u_kv, usage)
         assert utilization.peak_kv_utilization >= max(row.u_kv for row in result.timeline)
         assert utilization.peak_token_usage >= max(row.token_usage for row in result.timeline)
-    assert max(row.u_kv for row in exact.timeline) == u_kv  # the pool filled: eviction ran
-    # the 1 s grid's rows miss the token_usage peak (at 1.0); the report keeps it
-    assert max(row.token_usage for row in coarse.timeline) < usage == 1.0
+    assert max(row.u_kv for row in exact.timeline) == u_kv == 1.0  # the pool filled: eviction ran
+    # token_usage's peak (every step's maximum, computed above from the ledgers) sits below
+    # 1.0 under SGLang's admission (it keeps a few pages free); the every-step rows reach
+    # it, the 1 s grid's rows miss it, and the report keeps it
+    assert max(row.token_usage for row in exact.timeline) == usage
+    assert max(row.token_usage for row in coarse.timeline) < usage
 
 
 def test_report_means_are_every_steps_integral_whatever_the_sampling(every_step):
