@@ -139,7 +139,7 @@ class EngineConfig:
                 f"unknown eviction policy {self.eviction_policy!r}; valid: {', '.join(EVICTION_POLICIES)}"
             )
         if self.schedule_policy not in SCHEDULE_POLICIES:
-            raise InputError(f"unknown schedule policy {self.schedule_policy!r}; "
+            raise InputError(f"--schedule-policy: unknown schedule policy {self.schedule_policy!r}; "
                              f"valid: {', '.join(SCHEDULE_POLICIES)}")
         if self.device not in DEVICES:
             raise InputError(f"unknown device {self.device!r}; valid: {', '.join(DEVICES)}")
@@ -158,9 +158,11 @@ class EngineConfig:
                 f"pool of {self.pool_tokens} tokens is smaller than two pages of {self.page_size}"
             )
         if self.token_budget < self.page_size:
-            raise InputError(f"chunked prefill size {self.token_budget} is smaller than one page")
+            raise InputError(f"--chunked-prefill-size {self.token_budget} is smaller than one page "
+                             f"({self.page_size} tokens)")
         if self.max_prefill_tokens < self.page_size:
-            raise InputError(f"max prefill tokens {self.max_prefill_tokens} is smaller than one page")
+            raise InputError(f"--max-prefill-tokens {self.max_prefill_tokens} is smaller than one page "
+                             f"({self.page_size} tokens)")
         if self.max_running_requests <= 0 or self.max_context_len <= 0:
             raise InputError("max running requests and max context length must be positive")
         if self.decode_quantum < 1:
