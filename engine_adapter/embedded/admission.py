@@ -246,6 +246,7 @@ class Admission:
         """Match and offer one waiting request to the adder (scheduler.py: init_next_round_input,
         then add_one_req). Returns (tokens it computes, or None when refused; the adder's
         verdict for the next candidate, an AddReqResult)."""
+        from sglang.srt.managers import schedule_policy
         from sglang.srt.managers.schedule_policy import AddReqResult
 
         st, req = self.st, tr.req
@@ -266,13 +267,19 @@ class Admission:
         if host is not None and host.reload:  # kvctl's host tier: allocate the span only
             # charged to the adder's budget as SGLang charges an admission (reserve: the
             # paged span, a page, and the outputs still to come), so later candidates see it
+            # add_one_req's terms: outputs clipped to CLIP_MAX_NEW_TOKENS, and the budget
+            # read with the matched prefix pinned (its _lock_node), so a prefix this reload
+            # locks is not also counted as evictable room for it
             span = host.end - req.prefix_len
-            outputs = req.sampling_params.max_new_tokens - len(req.output_ids)
+            outputs = min(max(req.sampling_params.max_new_tokens - len(req.output_ids), 0),
+                          schedule_policy.CLIP_MAX_NEW_TOKENS)
+            lock = tree.lock(req.last_node)
             if page_ceil(span, st.config.page_size) + st.config.page_size + outputs \
                     >= adder.rem_total_tokens:
+                tree.unlock(lock)
                 return None, AddReqResult.NO_TOKEN
             adder.memory_budget.reserve(span, outputs)
-            req.lock = tree.lock(req.last_node)
+            req.lock = lock
             req.extend_end = host.end
             tr.state = RequestState.RELOADING
             tr.reload_required_end = host.end

@@ -32,7 +32,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def plugin_server(tmp_path_factory):
     """A second real server with the plugin enabled (the shared one stays plugin-free),
-    sampling every 0.2 s with a per-node tree read every 0.4 s, and recording on
+    sampling every 0.2 s, each sample with a per-node tree read (KVCTL_PLUGIN_TREE_S equal to
+    the ledger period: a busy window of well under a second, as four 96-token decodes on the
+    tiny model can be on a fast runner, must still see one; CI once saw none at 0.4 s), and
+    recording on
     (KVCTL_RECORD=1, blocks of the server's page) for test_record_...: its context is 1,024
     tokens (the pool's size) so that a prompt can hold a whole block."""
     if reason := skip_reason():
@@ -41,7 +44,7 @@ def plugin_server(tmp_path_factory):
     server = SGLangServer(tmp_path_factory.mktemp("sglang-plugin"),
                           extra_args=("--context-length", "1024"),
                           extra_env={"KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(port),
-                                     "KVCTL_PLUGIN_LEDGER_S": "0.2", "KVCTL_PLUGIN_TREE_S": "0.4",
+                                     "KVCTL_PLUGIN_LEDGER_S": "0.2", "KVCTL_PLUGIN_TREE_S": "0.2",
                                      "KVCTL_RECORD": "1"})
     server.plugin_url = f"http://127.0.0.1:{port}"
     try:

@@ -174,3 +174,39 @@ def test_reload_completes_while_other_requests_keep_the_engine_busy(make_engine)
     while engine.has_work():
         order += [r.rid for r in engine.step().finished]
     assert order == ["t2", "busy"]
+
+
+def test_two_reloads_in_one_round_fit_beside_the_prefixes_they_lock(make_engine):
+    """Two tenants' offloaded turns (each a 128-token system prompt + 160 tokens of its own)
+    are evicted; the system prompts come back to the device (256 evictable tokens, 256
+    free). Both next turns ask to reload about 160 tokens. Admission must count each
+    reload against the budget with its own prefix pinned, as SGLang's add_one_req does
+    (`_lock_node`): 256 free cannot hold both spans once both prefixes are locked, so the
+    round admits one and the other waits. Before that the round admitted both, the
+    allocation failed and rolled back on every retry, and the engine stalled."""
+    engine = make_engine(pool_tokens=512, page_size=16)
+    system = np.arange(1, 129)
+    turns = {}
+    for tenant, base in (("t0", 10_000), ("t1", 20_000)):
+        tokens = np.concatenate([system, np.arange(base, base + 160)])
+        engine.submit(RequestSpec(rid=f"{tenant}-1", tokens=tokens, max_new_tokens=1,
+                                  tenant=tenant, session=tenant, retention="offload",
+                                  last_turn=False, arrival_s=engine.clock_s))
+        (record,) = engine.run_until_idle()
+        turns[tenant] = (tokens, record)
+    engine.flush_cache()
+    for tenant in turns:  # the system prompt alone, back on the device under each tenant
+        engine.submit(RequestSpec(rid=f"{tenant}-sys", tokens=np.concatenate([system, [99_999]]),
+                                  max_new_tokens=1, tenant=tenant, arrival_s=engine.clock_s))
+    engine.run_until_idle()
+    ledger = engine.check_integrity().ledger
+    assert (ledger.free_tokens, ledger.evictable_tokens) == (256, 256)
+    for tenant, (tokens, record) in turns.items():
+        engine.submit(RequestSpec(
+            rid=f"{tenant}-2", tokens=np.concatenate([tokens, record.output_ids, [7, 8, 9]]),
+            max_new_tokens=1, tenant=tenant, session=tenant, arrival_s=engine.clock_s))
+    records = _finish(engine)
+    assert set(records) == {"t0-2", "t1-2"}
+    snap = engine.snapshot()
+    assert snap.counters.allocation_failures == 0
+    assert snap.counters.reloaded_tokens == 2 * 160
