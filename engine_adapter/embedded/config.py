@@ -43,6 +43,17 @@ class CostParams:
     step_overhead_s: float = 0.0005
 
 
+def sglang_default_max_running(pool_tokens: int, context_len: int) -> int:
+    """The max running requests a stock SGLang 0.5.23 server resolves when
+    --max-running-requests is not given (mem_cache/kv_cache_configurator.py,
+    resolve_max_num_reqs): pool / context * 512, clamped to [2048, 4096], and at most half
+    the pool. kvctl's replay defaults to 256 instead (`EngineConfig.max_running_requests`):
+    SGLang's req_to_token table has a row of `context_len` int32 slots per request, 256 MiB
+    at 2,048 rows x 32,768 tokens, allocated by every replay and sweep point."""
+    estimated = max(min(int(pool_tokens / context_len * 512), 4096), 2048)
+    return min(estimated, pool_tokens // 2)
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineConfig:
     """Everything needed to build the embedded engine.

@@ -31,10 +31,16 @@ def sched_header(settings: dict) -> str:
     """The report header's scheduler line: SGLang's flags, then kvctl's own mechanisms
     that are on (a stock server has none of them)."""
     mechanisms = settings.get("kvctl_mechanisms") or []
-    own = ("kvctl-only: " + ", ".join(mechanisms)) if mechanisms else "as a stock SGLang server"
+    parts = ["kvctl-only: " + ", ".join(mechanisms)] if mechanisms else []
+    running = settings["max_running_requests"]
+    stock = settings.get("stock_max_running_requests")
+    if stock is not None and stock != running:  # config.sglang_default_max_running
+        parts.append(f"kvctl's default max running; a stock server runs {stock:,}: "
+                     f"--max-running {stock}")
+    own = "; ".join(parts) or "as a stock SGLang server"
     return (f"schedule policy {settings['schedule_policy']}  chunked prefill "
             f"{settings['chunked_prefill_size']:,}  max prefill {settings['max_prefill_tokens']:,}"
-            f"  max running {settings['max_running_requests']:,}  ({own})")
+            f"  max running {running:,}  ({own})")
 
 
 def rejected_lines(doc: dict, shown: int = 5):

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from engine_adapter.embedded.config import EngineConfig
+from engine_adapter.embedded.config import EngineConfig, sglang_default_max_running
 from kvctl.errors import InputError, IntegrityError
 from kvctl.replay.clock import replay_clock
 from kvctl.replay.engine_setup import Deployment, engine_config
@@ -247,6 +247,10 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         "schedule_policy": config.schedule_policy,
         "kvctl_mechanisms": kvctl_mechanisms(config, getattr(driver, "scenario", None)),
         "max_running_requests": config.max_running_requests,
+        # what a stock server would run when neither the user nor the scenario set it
+        "stock_max_running_requests": (
+            None if "max_running_requests" in fields
+            else sglang_default_max_running(config.pool_tokens, config.max_context_len)),
         "decode_quantum": config.decode_quantum, "exact_batches": config.exact_batches,
         "max_context_len": config.max_context_len, "kv_pool": config.kv_pool,
         "device": config.device,

@@ -81,7 +81,8 @@ class MonitorApp(App[None]):
         self._source_ready()
 
     def _source_ready(self) -> None:
-        self._update_run_state()
+        # not "live" yet: the state follows the first read, when `publish` shows it
+        self.monitor.run_state = "first-read"
         self._poll()
         # A live run replaces its snapshot every interval and only some carry a per-node
         # tree read; reading twice per interval sees each of them (a repeat is skipped).

@@ -17,7 +17,8 @@ import threading
 import pytest
 
 from e2e.kvctl_cli import kvctl
-from e2e.sglang_server import SGLangServer, free_port, skip_reason
+from e2e.plugin_server import plugin_server
+from e2e.sglang_server import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -26,20 +27,11 @@ TRACE = "examples/traces/mooncake/conversation_trace.jsonl"
 
 @pytest.fixture(scope="module")
 def calib_server(tmp_path_factory):
-    if reason := skip_reason():
-        pytest.skip(reason)
-    port = free_port()
-    server = SGLangServer(
-        tmp_path_factory.mktemp("sglang-calibrate"),
-        extra_args=("--context-length", "2048", "--max-total-tokens", "4096"),
-        extra_env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1", "KVCTL_SGLANG_PLUGIN": "1",
-                   "KVCTL_PLUGIN_PORT": str(port), "KVCTL_RECORD": "1"})
-    server.plugin_url = f"http://127.0.0.1:{port}"
-    try:
-        server.start()
+    with plugin_server(tmp_path_factory.mktemp("sglang-calibrate"),
+                       extra_args=("--context-length", "2048", "--max-total-tokens", "4096"),
+                       env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1",
+                            "KVCTL_RECORD": "1"}) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _traffic(server, *, senders: int = 4, requests: int = 6,

@@ -20,7 +20,8 @@ import pytest
 
 from e2e.kvctl_cli import kvctl_json
 from e2e.prometheus_proc import Prometheus, wait_for
-from e2e.sglang_server import ROOT, SGLangServer, free_port, skip_reason
+from e2e.plugin_server import plugin_server
+from e2e.sglang_server import ROOT
 from support.dashboard_queries import HICACHE_METRIC, panel_queries
 from support.telemetry_fixtures import ExporterProcess
 
@@ -32,19 +33,10 @@ HICACHE_ARGS = ("--enable-hierarchical-cache", "--hicache-ratio", "2",
 
 @pytest.fixture(scope="module")
 def hicache_server(tmp_path_factory):
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    port = free_port()
-    server = SGLangServer(tmp_path_factory.mktemp("sglang-hicache"), extra_args=HICACHE_ARGS,
-                          extra_env={"KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(port),
-                                     "KVCTL_PLUGIN_LEDGER_S": "0.2", "KVCTL_PLUGIN_TREE_S": "0.2"})
-    server.plugin_url = f"http://127.0.0.1:{port}"
-    try:
-        server.start()
+    with plugin_server(tmp_path_factory.mktemp("sglang-hicache"), extra_args=HICACHE_ARGS,
+                       env={"KVCTL_PLUGIN_LEDGER_S": "0.2",
+                            "KVCTL_PLUGIN_TREE_S": "0.2"}) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _prompts() -> list[list[int]]:

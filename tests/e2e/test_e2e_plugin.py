@@ -24,7 +24,8 @@ import urllib.request
 import pytest
 
 from e2e.kvctl_cli import kvctl, kvctl_json, shared_prefix_prompts
-from e2e.sglang_server import PAGE, ROOT, SGLangServer, free_port, skip_reason
+from e2e.plugin_server import plugin_server
+from e2e.sglang_server import PAGE, ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -38,20 +39,11 @@ def plugin_server(tmp_path_factory):
     recording on
     (KVCTL_RECORD=1, blocks of the server's page) for test_record_...: its context is 1,024
     tokens (the pool's size) so that a prompt can hold a whole block."""
-    if reason := skip_reason():
-        pytest.skip(reason)  # a failure under CI=true (tests/conftest.py)
-    port = free_port()
-    server = SGLangServer(tmp_path_factory.mktemp("sglang-plugin"),
-                          extra_args=("--context-length", "1024"),
-                          extra_env={"KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(port),
-                                     "KVCTL_PLUGIN_LEDGER_S": "0.2", "KVCTL_PLUGIN_TREE_S": "0.2",
-                                     "KVCTL_RECORD": "1"})
-    server.plugin_url = f"http://127.0.0.1:{port}"
-    try:
-        server.start()
+    with plugin_server(tmp_path_factory.mktemp("sglang-plugin"),
+                       extra_args=("--context-length", "1024"),
+                       env={"KVCTL_PLUGIN_LEDGER_S": "0.2", "KVCTL_PLUGIN_TREE_S": "0.2",
+                            "KVCTL_RECORD": "1"}) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def plugin_snapshot(plugin_url: str) -> dict:

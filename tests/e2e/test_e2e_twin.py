@@ -16,7 +16,7 @@ import json
 import pytest
 
 from e2e.kvctl_cli import kvctl
-from e2e.sglang_server import SGLangServer, free_port, skip_reason
+from e2e.plugin_server import plugin_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -24,16 +24,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def twin_server(tmp_path_factory):
     """The e2e server's settings (page 4, context 512) plus kvctl's plugin."""
-    if reason := skip_reason():
-        pytest.skip(reason)
-    port = free_port()
-    server = SGLangServer(tmp_path_factory.mktemp("sglang-twin"),
-                          extra_env={"KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(port)})
-    try:
-        server.start()
+    with plugin_server(tmp_path_factory.mktemp("sglang-twin")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _write_trace(folder, rows) -> str:

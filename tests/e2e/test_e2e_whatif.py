@@ -18,7 +18,8 @@ import urllib.request
 import pytest
 
 from e2e.kvctl_cli import kvctl, shared_prefix_prompts
-from e2e.sglang_server import PAGE, SGLangServer, free_port, skip_reason
+from e2e.plugin_server import plugin_server
+from e2e.sglang_server import PAGE
 from support.telemetry_fixtures import ExporterProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -29,22 +30,13 @@ SCALES = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
 @pytest.fixture(scope="module")
 def whatif_server(tmp_path_factory):
     """A real server with the plugin and its what-if shadow at rate 1."""
-    if reason := skip_reason():
-        pytest.skip(reason)
-    port = free_port()
     # --mem-fraction-static 0.3 (the pool stays --max-total-tokens): on a busy shared machine
     # free memory moves during start-up and SGLang refuses 0.05 ("no memory for the KV cache")
-    server = SGLangServer(tmp_path_factory.mktemp("sglang-whatif"),
-                          extra_args=("--mem-fraction-static", "0.3"),
-                          extra_env={"KVCTL_SGLANG_PLUGIN": "1", "KVCTL_PLUGIN_PORT": str(port),
-                                     "KVCTL_PLUGIN_LEDGER_S": "0.2",
-                                     "KVCTL_PLUGIN_WHATIF_RATE": "1"})
-    server.plugin_url = f"http://127.0.0.1:{port}"
-    try:
-        server.start()
+    with plugin_server(tmp_path_factory.mktemp("sglang-whatif"),
+                       extra_args=("--mem-fraction-static", "0.3"),
+                       env={"KVCTL_PLUGIN_LEDGER_S": "0.2",
+                            "KVCTL_PLUGIN_WHATIF_RATE": "1"}) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _whatif(plugin_url: str) -> dict:

@@ -89,3 +89,38 @@ async def test_server_dies_mid_run_values_stay_and_turn_stale(loopback_demo_url)
             assert screen.snapshot.connected and not screen.has_class("-stale")
     finally:
         relay.close()
+
+
+async def test_status_waits_for_the_first_read_before_saying_live(loopback_demo_url):
+    """The source is built but its first read has not come back: the status bar says it is
+    waiting for the first read, never "live"; once the read arrives it says live. (The
+    source is a real RemoteEngine on SGLang's loopback stand-in whose reads are held back
+    by a gate until the test opens it.)"""
+    import threading
+
+    from engine_adapter.remote.remote_engine import RemoteEngine
+
+    gate = threading.Event()
+
+    class Gated:
+        def __init__(self):
+            self.inner = RemoteEngine(loopback_demo_url, events=False)
+
+        def snapshot(self):
+            gate.wait(30)
+            return self.inner.snapshot()
+
+        def close(self):
+            self.inner.close()
+
+    app = make_app(lambda: Gated(), refresh_s=0.1, label="gated")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, MonitorScreen)
+                    and app.source is not None, "the source")
+        await pilot.pause(0.3)
+        status = widget_text(app.screen.query_one(StatusBar))
+        assert "waiting for the first read" in status and "live" not in status, app.failure
+        gate.set()
+        await until(pilot, lambda: app.screen.snapshot is not None, "the first read")
+        await pilot.pause()
+        assert "● live, read-only" in widget_text(app.screen.query_one(StatusBar))

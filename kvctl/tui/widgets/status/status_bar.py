@@ -19,6 +19,7 @@ from kvctl.tui.widgets.common.snapshot_widgets import SnapshotStatic
 
 RUN_STATES = {
     "starting": ("◌ starting the engine (SGLang import: seconds)", "yellow"),
+    "first-read": ("◌ waiting for the first read", "yellow"),
     "live": ("● live", "bold green"),
     "paused": ("❚❚ paused", "bold yellow"),
     "finished": ("■ workload finished", "bold cyan"),
