@@ -324,6 +324,11 @@ class EmbeddedEngine:
         self._st.generation += 1
         return self._st.generation
 
+    def settle_transfers(self) -> None:
+        """Reap SGLang's finished HiCache transfers now (`check_hicache_events`, what an idle
+        scheduler loop does next); nothing without HiCache."""
+        check_events(self._st.sg.tree_cache)
+
     def flush_cache(self) -> int:
         """Evict every unlocked cached prefix; returns tokens evicted."""
         from sglang.srt.mem_cache.base_prefix_cache import EvictParams

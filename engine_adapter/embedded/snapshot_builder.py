@@ -43,6 +43,8 @@ class SnapshotBuilder:
         st = self.st
         held = [(t.req.rid, t.req.lock.node) for t in st.live_tracked() if t.req.lock is not None]
         held += [(f"session:{s}", lease.node_id) for s, lease in st.leases.items()]
+        if st.hicache is not None:  # SGLang's HiCache transfers hold tree locks too
+            held += st.hicache.transfer_leases()
         return held
 
     def inputs(self, *, requests: bool = True, leases: bool = True) -> SampleInputs:
