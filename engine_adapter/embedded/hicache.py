@@ -51,15 +51,25 @@ def hicache_server_args(config) -> dict:
 
 def attach_hicache(tree_cache: Any, server_args: Any, params: Any) -> None:
     """SGLang's `UnifiedRadixCache.init_hicache` on the CPU stack strategy. SGLang's refusal
-    (its host-memory check, "Not enough host memory available") becomes an InputError."""
+    (its host-memory check, "Not enough host memory available": this machine's memory, for
+    the replay's small K/V bytes per token) becomes a one-line InputError; the traceback
+    SGLang's assembler logs before re-raising is held back (its logger, for the call)."""
+    import logging
+
     from kvctl.sandbox import hicache_cpu
 
     hicache_cpu.register()
+    assembler_log = logging.getLogger("sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler")
+    was_disabled, assembler_log.disabled = assembler_log.disabled, True
     try:
         tree_cache.init_hicache(server_args, params)
     except ValueError as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"SGLang refuses the HiCache host pool: {first}") from None
+        pool, ratio = params.token_to_kv_pool_allocator.size, server_args.hicache_ratio
+        raise InputError(f"SGLang refuses a HiCache host pool of {int(pool * ratio):,} tokens "
+                         f"({ratio:.4g} x the {pool:,}-token pool): {first}") from None
+    finally:
+        assembler_log.disabled = was_disabled
 
 
 def attach_reader(tree_cache: Any):
