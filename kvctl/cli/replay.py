@@ -79,7 +79,8 @@ def replay_command(
     sweep: Annotated[Optional[list[str]], Opt(help=(
         "KEY=V1,V2 grid axis, repeatable; keys: eviction, pool-tokens, pool-gb, page-size, "
         "retention, tau-high, tree-core, chunked-prefill-size (token-budget), "
-        "max-prefill-tokens, schedule-policy, max-running, decode-quantum."))] = None,
+        "max-prefill-tokens, schedule-policy, max-running, decode-quantum, hicache-ratio "
+        "(off for none), hicache-write-policy."))] = None,
     parallel: Annotated[int, Opt(help=(
         "Sweep runs in parallel processes (with --executor ray and no --ray-address: the "
         "local Ray instance's CPUs)."))] = 1,

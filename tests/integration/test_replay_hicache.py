@@ -108,3 +108,14 @@ def test_bad_hicache_flags_are_one_line_input_errors(tmp_path, args, message):
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+
+
+def test_sweep_asks_what_hicache_buys(tmp_path):
+    """--sweep hicache-ratio=off,4: the run without a host tier hits nothing, the ratio-4 run
+    loads the second round back (16,256 of 32,768 prompt tokens); only it has a hicache block."""
+    result = replay(tmp_path, "--sweep", "hicache-ratio=off,4", "--json")
+    assert result.exit_code == 0, result.output
+    runs = {run["settings"]["label"]: run for run in json.loads(result.stdout)["runs"]}
+    assert runs["hicache-ratio=off"]["hit_tokens"] == 0 and "hicache" not in runs["hicache-ratio=off"]
+    assert runs["hicache-ratio=4"]["hicache"]["load_back_tokens"] == PROMPTS * LOADED
+    assert runs["hicache-ratio=4"]["hit_tokens"] == PROMPTS * LOADED
