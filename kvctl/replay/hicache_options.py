@@ -21,6 +21,12 @@ from kvctl.errors import InputError
 HICACHE_SOURCE = "sglang_hicache"  # the report's host tier is SGLang's, not kvctl's model
 
 
+def offloads_tool_waits(scenario) -> bool:
+    """Whether a scenario's tools offload their waits to kvctl's modeled host tier."""
+    return any(t.retention == "offload" for agent in getattr(scenario, "agents", ())
+               for t in agent.tools)
+
+
 def host_tokens_for_size(size_gb: int, config: EngineConfig, tp: int) -> int:
     """SGLang's `int(host_size * 1e9 // size_per_token)` with the modeled bytes per rank."""
     per_rank = config.cost.kv_bytes_per_token / max(tp, 1)
@@ -39,8 +45,7 @@ def apply_hicache(config: EngineConfig, *, ratio: float | None, size_gb: int | N
     if size_gb is not None and size_gb <= 0:
         raise InputError(f"--hicache-size must be a positive number of GB, got {size_gb}")
     policy = write_policy or HICACHE_DEFAULT_WRITE_POLICY  # validated by EngineConfig
-    tools = {t.retention for agent in getattr(scenario, "agents", ()) for t in agent.tools}
-    if "offload" in tools:
+    if offloads_tool_waits(scenario):
         raise InputError("--hicache-* (SGLang's HiCache) and kvctl's modeled host tier (the "
                          "scenario's offload tools) cannot be combined: pick one host tier")
     notes = []

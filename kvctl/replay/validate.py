@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvctl.replay.engine_setup import Deployment
-from kvctl.replay.hicache_options import apply_hicache
+from kvctl.replay.hicache_options import apply_hicache, offloads_tool_waits
 from kvctl.replay.report import ReplayReport
 from kvctl.replay.runner import PreparedReplay, Progress, ReplaySettings, prepare, run
 from kvctl.replay.timeline import TimelineRow
@@ -128,9 +128,8 @@ def _aligned(prepared: PreparedReplay, target: ReplayTarget) -> PreparedReplay:
 def _uses_kvctl_host_model(prepared: PreparedReplay) -> bool:
     """Whether the workload offloads tool waits (kvctl's host-tier model), which cannot run
     beside SGLang's HiCache (hicache_options.apply_hicache refuses the two together)."""
-    scenario = getattr(prepared.driver, "scenario", None)
-    tools = {t.retention for agent in getattr(scenario, "agents", ()) for t in agent.tools}
-    return "offload" in tools or prepared.config.default_retention == "offload"
+    return (offloads_tool_waits(getattr(prepared.driver, "scenario", None))
+            or prepared.config.default_retention == "offload")
 
 
 def _figures(report: ReplayReport, timeline: tuple[TimelineRow, ...],

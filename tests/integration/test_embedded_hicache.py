@@ -19,16 +19,22 @@ pytestmark = pytest.mark.integration
 PROMPT, PROMPTS, MATCHED = 60, 8, 56
 
 
-def run(ratio: float | None, *, policy: str = "write_through", exact: bool = False):
-    """Replay the two rounds; returns (engine, final snapshot, every request's SGLang Req)."""
+def engine_for(ratio: float | None, *, policy: str = "write_through", exact: bool = False):
+    """A fresh engine: 256-token mha pool, page 4, SGLang's HiCache at `ratio` (None: off)."""
     from engine_adapter.embedded.config import EngineConfig
     from engine_adapter.embedded.engine import EmbeddedEngine
-    from engine_adapter.embedded.requests import RequestSpec
 
-    engine = EmbeddedEngine(EngineConfig(
+    return EmbeddedEngine(EngineConfig(
         pool_tokens=256, page_size=4, kv_pool="mha", max_running_requests=8,
         max_context_len=512, token_budget=256, max_prefill_tokens=256, hicache_ratio=ratio,
         hicache_write_policy=policy, exact_batches=exact, whatif_rate=0))
+
+
+def run(ratio: float | None, *, policy: str = "write_through", exact: bool = False):
+    """Replay the two rounds; returns (engine, final snapshot, every request's SGLang Req)."""
+    from engine_adapter.embedded.requests import RequestSpec
+
+    engine = engine_for(ratio, policy=policy, exact=exact)
     reqs = []
     engine.internal_state().funnel.observers.append(lambda tracked: reqs.append(tracked.req))
     arrival = 0.0
@@ -81,14 +87,9 @@ def test_exact_batches_path_loads_back_the_same_tokens():
 def test_in_flight_load_back_locks_reconcile_as_leases():
     """Right after the step that issues load-backs (acks not yet reaped), SGLang's load-back
     locks are counted as leases: the ref reconciliation finds protected delta 0."""
-    from engine_adapter.embedded.config import EngineConfig
-    from engine_adapter.embedded.engine import EmbeddedEngine
     from engine_adapter.embedded.requests import RequestSpec
 
-    engine = EmbeddedEngine(EngineConfig(
-        pool_tokens=256, page_size=4, kv_pool="mha", max_running_requests=8,
-        max_context_len=512, token_budget=256, max_prefill_tokens=256, hicache_ratio=2.0,
-        whatif_rate=0))
+    engine = engine_for(2.0)
     for i in range(PROMPTS):
         engine.submit(RequestSpec(rid=f"a{i}", tokens=np.arange(1, PROMPT + 1) + 1000 * i,
                                   max_new_tokens=2, arrival_s=float(i)))
