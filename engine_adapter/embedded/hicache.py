@@ -4,7 +4,7 @@ With `EngineConfig.hicache_ratio` set, the engine's `UnifiedRadixCache` gets SGL
 tier exactly as a server with `--enable-hierarchical-cache` gets it: `init_hicache` builds
 the host pool (`MHATokenToKVPoolHost`) and the cache controller (`HybridCacheController`)
 through SGLang's stack-strategy registry. The one CPU difference is the strategy the kvctl
-CPU platform registers (kvctl/sandbox/hicache_cpu.py: SGLang's host pool unpinned, its
+CPU platform registers (engine_adapter/embedded/hicache_cpu.py: SGLang's host pool unpinned, its
 `direct` / `layer_first` copies done by torch; docs/hicache.md says why), hence
 `--hicache-io-backend direct --hicache-mem-layout layer_first`.
 
@@ -56,7 +56,7 @@ def attach_hicache(tree_cache: Any, server_args: Any, params: Any) -> None:
     SGLang's assembler logs before re-raising is held back (its logger, for the call)."""
     import logging
 
-    from kvctl.sandbox import hicache_cpu
+    from engine_adapter.embedded import hicache_cpu
 
     hicache_cpu.register()
     assembler_log = logging.getLogger("sglang.srt.mem_cache.hybrid_cache.hybrid_pool_assembler")
