@@ -194,6 +194,9 @@ class EngineConfig:
                              f"valid: {', '.join(HICACHE_WRITE_POLICIES)}")
         if self.kv_pool != "mha":
             raise InputError("SGLang's HiCache copies K/V bytes: it needs the mha KV pool")
+        if self.device != "cpu":  # the CPU stack strategy (hicache_cpu.py); not tried on a GPU
+            raise InputError("SGLang's HiCache in the embedded engine runs on the CPU device only "
+                             f"(got --device {self.device})")
         if self.default_retention == "offload" or self.host_capacity_tokens:
             raise InputError("--hicache-* (SGLang's HiCache) and kvctl's modeled host tier "
                              "(--retention offload, host_capacity_tokens) cannot be combined: "

@@ -201,3 +201,9 @@ def test_hicache_turns_on_the_mha_pool_and_off_decode_jumps():
     assert prepared.resolved["hicache"] == {
         "source": "sglang_hicache", "ratio": 2.0, "size_gb": None, "write_policy": "write_through",
         "io_backend": "direct", "mem_layout": "layer_first"}
+
+
+def test_hicache_on_a_gpu_device_is_refused():
+    """The embedded engine's HiCache uses the CPU stack strategy only: --device cuda is refused."""
+    with pytest.raises(InputError, match=r"runs on the CPU device only \(got --device cuda\)"):
+        prepare(settings(hicache_ratio=2.0, device="cuda"))
