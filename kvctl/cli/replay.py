@@ -124,6 +124,9 @@ def replay_command(
 
     if against is None and (speedup != 1.0 or vocab_size is not None or plugin_url):
         raise InputError("--speedup, --vocab-size and --plugin-url go with --against URL")
+    if against is not None and (hicache_ratio, hicache_size, hicache_write_policy) != (None,) * 3:
+        raise InputError("--hicache-ratio/--hicache-size/--hicache-write-policy replay a trace "
+                         "through SGLang's HiCache; --against does not take them")
     if against is not None:  # the twin: kvctl/twin, kvctl/cli/twin.py
         from kvctl.cli.twin import against_command
 

@@ -101,6 +101,7 @@ def test_text_report_names_the_host_tier(tmp_path):
     (("--hicache-write-policy", "write_back"), "--hicache-write-policy needs --hicache-ratio"),
     (("--hicache-ratio", "2", "--hicache-write-policy", "lazy"), "unknown policy 'lazy'"),
     (("--hicache-ratio", "2", "--retention", "offload"), "cannot be combined: pick one host tier"),
+    (("--hicache-ratio", "2", "--against", "http://127.0.0.1:9"), "--against does not take them"),
 ])
 def test_bad_hicache_flags_are_one_line_input_errors(tmp_path, args, message):
     """Each bad flag: exit 2, one line on stderr naming it, nothing on stdout."""
