@@ -20,6 +20,8 @@ constructor needs a model worker): the early returns on `batch_is_full` and
 kvctl's own mechanisms enter the loop only when configured: namespace authorization (a
 request that may not read a namespace matches nothing), the tau_high ceiling
 (`EngineConfig.tau_high`, off by default) and host-tier reloads (`host_capacity_tokens`).
+With SGLang's HiCache on (`hicache_ratio`), `add_one_req` itself loads a host hit back
+(`init_load_back`; engine_adapter/embedded/hicache.py lists the calls around it).
 
 Nothing here allocates K/V (allocation.py does, and rolls an admission back when SGLang's
 allocator is short).
@@ -112,9 +114,9 @@ class Admission:
 
         self.st = st
         self.retention = retention
-        try:  # scheduler.py init_schedule_policy (no hierarchical cache, no priorities)
-            self.policy = SchedulePolicy(st.config.schedule_policy, st.sg.tree_cache, False,
-                                         False, False)
+        try:  # scheduler.py init_schedule_policy (HiCache when configured, no priorities)
+            self.policy = SchedulePolicy(st.config.schedule_policy, st.sg.tree_cache,
+                                         st.config.hicache_ratio is not None, False, False)
         except ValueError as err:
             raise InputError(f"SGLang refuses --schedule-policy "
                              f"{st.config.schedule_policy}: {err}") from None

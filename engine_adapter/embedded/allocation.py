@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine_adapter.embedded.hicache import start_loading
 from engine_adapter.embedded.requests import RequestState, Tracked
 from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
@@ -63,6 +64,7 @@ class Allocation:
         reqs = [t.req for t in chosen]
         try:
             if self.cache is not None:
+                start_loading(st.sg.tree_cache)  # the load-backs admission queued (hicache.py)
                 plan.out_cache_loc, plan.extend_lens = self.cache.extend(reqs)
             else:
                 plan.batch = self._prepare_batch(reqs)
@@ -87,6 +89,7 @@ class Allocation:
             reqs, sg.req_to_token_pool, sg.allocator, sg.tree_cache, sg.model_config,
             False, SpeculativeAlgorithm.NONE,
         )
+        start_loading(sg.tree_cache)  # scheduler.py: init_new, ready_to_load_host_cache, prepare
         with stdout_to_stderr():
             batch.prepare_for_extend()
         batch.output_ids = torch.zeros(len(reqs), dtype=torch.int64, device=batch.device)

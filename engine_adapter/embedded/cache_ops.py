@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine_adapter.embedded.hicache import split_tiers
 from engine_adapter.embedded.sglang_runtime import SGLangComponents, stdout_to_stderr
 from engine_adapter.base.pages import ceil_div, page_ceil  # noqa: F401  (re-exported)
 
@@ -98,6 +99,7 @@ class DirectCache:
             req.kv.kv_committed_len = seq
             if not req.retracted_stain:  # prepare_for_extend: a hit is counted once per Req
                 req.cached_tokens += pre - req.already_computed
+                split_tiers(req)  # and split by tier on its first extend
                 req.already_computed = seq
             req.is_retracted = False
             sg.tree_cache.maybe_hand_to_session(req)

@@ -18,6 +18,10 @@ RETENTION_POLICIES: tuple[str, ...] = ("retain", "drop", "offload")
 # SGLang 0.5.23's --schedule-policy choices (srt/arg_groups/fields/schedule.py; a unit test
 # keeps them equal). "priority" is accepted by its argument parser but refused by
 # SchedulePolicy at start-up, and the replay refuses it the same way (sched_round.py).
+# SGLang 0.5.23's --hicache-write-policy choices and default (srt/arg_groups/fields/memory.py;
+# a unit test keeps them equal).
+HICACHE_WRITE_POLICIES: tuple[str, ...] = ("write_back", "write_through", "write_through_selective")
+HICACHE_DEFAULT_WRITE_POLICY = "write_through"
 SCHEDULE_POLICIES: tuple[str, ...] = ("lpm", "random", "fcfs", "dfs-weight", "lof", "priority",
                                       "routing-key", "hrrn", "shortest-prefill-first")
 
@@ -122,6 +126,12 @@ class EngineConfig:
     # sampled shadow past the fully shadowed first pages; 0 turns it off (replays, whose
     # --curve computes the exact curve instead).
     whatif_rate: float = 0.01
+    # SGLang's HiCache (--enable-hierarchical-cache) behind the tree: its host pool holds
+    # hicache_ratio x pool_tokens token slots (SGLang's --hicache-ratio; kvctl converts
+    # --hicache-size to it). None: no host tier. Needs kv_pool "mha" (real bytes to copy);
+    # engine_adapter/embedded/hicache.py builds it with SGLang's own classes.
+    hicache_ratio: float | None = None
+    hicache_write_policy: str = HICACHE_DEFAULT_WRITE_POLICY
 
     @property
     def uses_batches(self) -> bool:
@@ -180,5 +190,25 @@ class EngineConfig:
             raise InputError(f"decode quantum must be >= 1, got {self.decode_quantum}")
         if self.tiny_model and self.decode_quantum != 1:
             raise InputError("the tiny model decodes one token per step: use decode_quantum=1")
+        if self.hicache_ratio is not None:
+            self._validate_hicache()
         if self.tau_high is not None and not 0.0 < self.tau_high <= 1.0:
             raise InputError(f"tau_high must be in (0, 1], got {self.tau_high}")
+
+    def _validate_hicache(self) -> None:
+        import math
+
+        if not math.isfinite(self.hicache_ratio) or self.hicache_ratio <= 0:
+            raise InputError(f"--hicache-ratio must be a positive number, got {self.hicache_ratio}")
+        if self.hicache_write_policy not in HICACHE_WRITE_POLICIES:
+            raise InputError(f"--hicache-write-policy: unknown policy {self.hicache_write_policy!r}; "
+                             f"valid: {', '.join(HICACHE_WRITE_POLICIES)}")
+        if self.kv_pool != "mha":
+            raise InputError("SGLang's HiCache copies K/V bytes: it needs the mha KV pool")
+        if self.device != "cpu":  # the CPU stack strategy (hicache_cpu.py); not tried on a GPU
+            raise InputError("SGLang's HiCache in the embedded engine runs on the CPU device only "
+                             f"(got --device {self.device})")
+        if self.default_retention == "offload" or self.host_capacity_tokens:
+            raise InputError("--hicache-* (SGLang's HiCache) and kvctl's modeled host tier "
+                             "(--retention offload, host_capacity_tokens) cannot be combined: "
+                             "pick one host tier")

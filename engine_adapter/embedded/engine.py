@@ -27,6 +27,7 @@ from engine_adapter.embedded.cache_ops import DirectCache
 from engine_adapter.embedded.decode import Decode
 from engine_adapter.embedded.decode_direct import DirectDecode
 from engine_adapter.embedded.faults import FaultInjector
+from engine_adapter.embedded.hicache import check_events
 from engine_adapter.embedded.oracle import ContentOracle, NullOracle
 from engine_adapter.embedded.door import door, rejected_record
 from engine_adapter.embedded.prefill import Prefill, build_req, namespace_label
@@ -78,6 +79,11 @@ class EmbeddedEngine:
             from engine_adapter.embedded.whatif_feed import attach_whatif
 
             attach_whatif(self._st)
+        if config.hicache_ratio is not None:  # SGLang's HiCache: its figures, per request
+            from engine_adapter.embedded.hicache import attach_reader
+
+            self._st.hicache = attach_reader(sg.tree_cache)
+            self._st.funnel.observers.append(lambda tracked: self._st.hicache.on_admit(tracked.req))
         self.retention = Retention(self._st)
         cache = None if config.uses_batches else DirectCache(sg)
         self.prefill = Prefill(self._st, self.retention, cache)
@@ -152,6 +158,7 @@ class EmbeddedEngine:
         start = st.clock_s
         finished_before = st.counters.requests_finished
         self._arrivals()
+        check_events(st.sg.tree_cache)  # SGLang's HiCache acks (get_next_batch_to_run's first)
         self.retention.complete_reloads()
         if not (st.waiting or st.partial or st.running):
             if not self._jump_to_next_event():
@@ -316,6 +323,11 @@ class EmbeddedEngine:
         """A model weight update: every cached entry becomes stale and must never hit."""
         self._st.generation += 1
         return self._st.generation
+
+    def settle_transfers(self) -> None:
+        """Reap SGLang's finished HiCache transfers now (`check_hicache_events`, what an idle
+        scheduler loop does next); nothing without HiCache."""
+        check_events(self._st.sg.tree_cache)
 
     def flush_cache(self) -> int:
         """Evict every unlocked cached prefix; returns tokens evicted."""

@@ -9,6 +9,7 @@ What it builds, exactly as a production SGLang scheduler does for a plain decode
     ReqToTokenPool ----------------------------+
     MHATokenToKVPool | NoOpMHATokenToKVPool    |  (NoOp: capacity only, no bytes)
     PagedTokenToKVPoolAllocator (page 0 = pad) +--> UnifiedRadixCache(tree core rust|python)
+                                                     [+ init_hicache: host pool, controller]
     ModelConfig (from a local config.json; only for ScheduleBatch and the tiny model; the
     direct cache path reads the pool geometry from config.json and builds no ModelConfig)
 
@@ -29,6 +30,7 @@ from engine_adapter.stdout_lock import STDOUT_LOCK
 from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded import sglang_imports
 from engine_adapter.embedded.device import resolve_device
+from engine_adapter.embedded.hicache import attach_hicache, hicache_server_args
 from engine_adapter.base.errors import RuntimeFailure
 
 DEFAULT_MODEL_DIR = Path(__file__).with_name("data")
@@ -123,6 +125,7 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         chunked_prefill_size=config.token_budget,
         max_prefill_tokens=config.max_prefill_tokens,
         max_running_requests=config.max_running_requests,
+        **hicache_server_args(config),  # --enable-hierarchical-cache ... (hicache.py)
     )
     sg.runtime_context.publish(server_args, role="scheduler")
     model_config = None
@@ -175,6 +178,8 @@ def build_components(config: EngineConfig) -> SGLangComponents:
         tree_cache = sg.UnifiedRadixCache(params=params)
     except Exception as err:  # SGLang rejects e.g. a policy the core does not support
         raise RuntimeFailure(f"SGLang refused the cache configuration: {err}") from None
+    if config.hicache_ratio is not None:  # UnifiedRadixCache.init_hicache, SGLang's stack
+        attach_hicache(tree_cache, server_args, params)
     if tree_cache._tree_core_backend != config.tree_core:
         raise RuntimeFailure(
             f"SGLang selected the {tree_cache._tree_core_backend} tree core instead of "

@@ -43,6 +43,8 @@ class SnapshotBuilder:
         st = self.st
         held = [(t.req.rid, t.req.lock.node) for t in st.live_tracked() if t.req.lock is not None]
         held += [(f"session:{s}", lease.node_id) for s, lease in st.leases.items()]
+        if st.hicache is not None:  # SGLang's HiCache transfers hold tree locks too
+            held += st.hicache.transfer_leases()
         return held
 
     def inputs(self, *, requests: bool = True, leases: bool = True) -> SampleInputs:
@@ -74,9 +76,12 @@ class SnapshotBuilder:
     def build(self, *, per_node_refs: bool, wall_s: float, requests: bool = True,
               reconcile_refs: bool = True) -> Snapshot:
         full = reconcile_refs or per_node_refs
-        return self.sampler.sample(self.inputs(requests=requests, leases=full),
+        snap = self.sampler.sample(self.inputs(requests=requests, leases=full),
                                    per_node_refs=per_node_refs, wall_s=wall_s,
                                    reconcile_refs=full)
+        if self.st.hicache is not None:  # SGLang's host tier, as the plugin reads it
+            snap = self.st.hicache.complete(snap, per_node=snap.tree_nodes is not None)
+        return snap
 
     def _mapping(self) -> MappingLag:
         st = self.st

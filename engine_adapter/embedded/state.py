@@ -83,6 +83,7 @@ class EngineState:
     decode_log: DecodeLog | None = None  # the direct decode path's step clocks (decode_log.py)
     batch_view: BatchView | None = None  # the direct decode path's columns (batch_view.py)
     whatif: Any = None  # WhatIfShadow fed at each request's funnel record; None: off
+    hicache: Any = None  # HiCacheReader on SGLang's host tier (embedded/hicache.py); None: off
     _seq: itertools.count = field(default_factory=itertools.count)
     _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))
 

@@ -142,6 +142,17 @@ class HiCacheReader:
                 seen[info.node_id] = info.path_end - info.path_start
         return sum(tokens for node_id, tokens in seen.items() if core.is_backuped(node_id))
 
+    def transfer_leases(self) -> list[tuple[str, int]]:
+        """The tree locks SGLang's in-flight transfers hold, as (holder, node id) leases: a
+        load-back locks its node until `loading_check` acks it, a write-through its node
+        (when it took a lock) until `writing_check` does (unified_radix_cache.py)."""
+        held = [(f"hicache-load:{ack}", entry.node_id)
+                for ack, entry in self.cache.ongoing_load_back.items()]
+        held += [(f"hicache-write:{ack}", entry.node_id)
+                 for ack, entry in self.cache.ongoing_write_through.items()
+                 if entry.lock_params is not None]
+        return held
+
     def io(self) -> HiCacheIO:
         return HiCacheIO(
             written_tokens=self.written_tokens, loaded_tokens=self.loaded_tokens,

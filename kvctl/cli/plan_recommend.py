@@ -167,8 +167,6 @@ def _replay(path: Path, advice: Recommendation, plan, *, model: str, gpu: str, d
 
 def _validation_document(validation) -> dict:
     """The `validation` object of --json: what ran, the rows, and the full replay report."""
-    from kvctl.sizing.plan.validate import HICACHE_VALIDATED_BY
-
     target = {k: v for k, v in to_jsonable(validation.target).items() if k != "mappings"}
     return {
         "workload": validation.workload,
@@ -179,9 +177,9 @@ def _validation_document(validation) -> dict:
         "figures": to_jsonable(validation.figures),
         "notes": list(validation.notes),
         "report": validation.report.to_dict(),
-        # "kvctl_model" (engine_adapter/embedded/host_tier.py) or, once the replay runs it,
-        # "sglang_hicache"; None when the recommendation leaves HiCache off
-        "hicache_validated_by": HICACHE_VALIDATED_BY if validation.target.hicache_enabled else None,
+        # "sglang_hicache_replay" (SGLang's HiCache replayed) or "kvctl_model" (host_tier.py,
+        # for offload tool waits); None when the recommendation leaves HiCache off
+        "hicache_validated_by": validation.target.hicache_validated_by,
     }
 
 

@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from engine_adapter.embedded.config import EVICTION_POLICIES, RETENTION_POLICIES
+from engine_adapter.embedded.config import (
+    EVICTION_POLICIES,
+    HICACHE_WRITE_POLICIES,
+    RETENTION_POLICIES,
+)
 from kvctl.cli.device_option import DeviceOption, resolve_device_option
 from kvctl.cli.sched_options import ChunkedPrefillOption, MaxPrefillOption, SchedulePolicyOption
 from kvctl.errors import InputError
@@ -75,7 +79,8 @@ def replay_command(
     sweep: Annotated[Optional[list[str]], Opt(help=(
         "KEY=V1,V2 grid axis, repeatable; keys: eviction, pool-tokens, pool-gb, page-size, "
         "retention, tau-high, tree-core, chunked-prefill-size (token-budget), "
-        "max-prefill-tokens, schedule-policy, max-running, decode-quantum."))] = None,
+        "max-prefill-tokens, schedule-policy, max-running, decode-quantum, hicache-ratio "
+        "(off for none), hicache-write-policy."))] = None,
     parallel: Annotated[int, Opt(help=(
         "Sweep runs in parallel processes (with --executor ray and no --ray-address: the "
         "local Ray instance's CPUs)."))] = 1,
@@ -101,6 +106,15 @@ def replay_command(
         "traces); with --out, curve.png."))] = False,
     verify_points: Annotated[int, Opt(help=(
         "With --curve: replay N pool sizes exactly and print them beside the curve."))] = 0,
+    hicache_ratio: Annotated[Optional[float], Opt(help=(
+        "Replay through SGLang's HiCache (--enable-hierarchical-cache): host pool = R x the "
+        "device pool (docs/hicache.md)."))] = None,
+    hicache_size: Annotated[Optional[int], Opt(help=(
+        "SGLang's HiCache host pool in GB of the modeled KV per rank (overrides the ratio, "
+        "as in SGLang)."))] = None,
+    hicache_write_policy: Annotated[Optional[str], Opt(help=(
+        f"SGLang's HiCache write policy: {', '.join(HICACHE_WRITE_POLICIES)} "
+        "(default write_through)."))] = None,
     plugin_url: Annotated[Optional[str], Opt(help=(
         "With --against: the server's kvctl plugin (http://HOST:PORT) when /server_info does "
         "not advertise it; its timed steps fit the prediction's clock."))] = None,
@@ -110,6 +124,9 @@ def replay_command(
 
     if against is None and (speedup != 1.0 or vocab_size is not None or plugin_url):
         raise InputError("--speedup, --vocab-size and --plugin-url go with --against URL")
+    if against is not None and (hicache_ratio, hicache_size, hicache_write_policy) != (None,) * 3:
+        raise InputError("--hicache-ratio/--hicache-size/--hicache-write-policy replay a trace "
+                         "through SGLang's HiCache; --against does not take them")
     if against is not None:  # the twin: kvctl/twin, kvctl/cli/twin.py
         from kvctl.cli.twin import against_command
 
@@ -131,6 +148,8 @@ def replay_command(
         exact_batches=exact_batches,
         device=resolve_device_option(device),
         cost_model=str(cost_model) if cost_model is not None else None,
+        hicache_ratio=hicache_ratio, hicache_size=hicache_size,
+        hicache_write_policy=hicache_write_policy,
     )
     if executor not in ("local", "ray"):
         raise InputError(f"--executor {executor!r}: expected local or ray")
@@ -316,7 +335,8 @@ def render_report(doc: dict):
         ("retractions (tokens)", f"{doc['retractions']:,} ({doc['retracted_tokens']:,})",
          "preempted, recomputed"),
         ("offloaded / reloaded",
-         f"{_bytes(doc['offloaded_bytes'])} / {_bytes(doc['reloaded_bytes'])}", ""),
+         f"{_bytes(doc['offloaded_bytes'])} / {_bytes(doc['reloaded_bytes'])}",
+         "kvctl's host-tier model"),
         ("mapping-lag stalls", f"{doc['mapping_lag_stalls']:,}",
          f"{doc['mapping_lag_stall_seconds']:.3f} s"),
         ("admission deferrals", f"{doc['admission_deferrals']:,}", "tau_high ceiling"),
@@ -352,6 +372,11 @@ def render_report(doc: dict):
         f"  pool residual {integ['pool_residual_tokens']} tokens, delta_ref max "
         f"{integ['delta_ref_max']}, protected delta {integ['delta_protected_tokens']}",
     )
+    if "hicache" in doc:  # SGLang's HiCache ran (kvctl/cli/replay_hicache.py)
+        from kvctl.cli.replay_hicache import hicache_rows
+
+        for row in hicache_rows(doc):
+            figures.add_row(*row)
     parts = [header, figures, rejected_lines(doc), funnel, status]
     parts += [Text(f"  {problem}", style="red") for problem in integ["problems"]]
     parts += [Text(f"alert at end: {a['name']} ({a['severity']}): {a['evidence']}", style="yellow")

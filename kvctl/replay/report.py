@@ -159,6 +159,7 @@ class ReplayReport:
             "evictions": c.evictions,
             "retractions": c.retractions,
             "retracted_tokens": c.retracted_tokens,
+            **_host_tiers(snap),
             "offloaded_bytes": c.offload_bytes,
             "reloaded_bytes": c.reload_bytes,
             "offloaded_tokens": c.offloaded_tokens,
@@ -193,6 +194,15 @@ class ReplayReport:
             "notes": list(self.notes),
             WALL_CLOCK_KEY: dict(self.wall_clock),
         }
+
+
+def _host_tiers(snap: Snapshot) -> dict:
+    """SGLang's HiCache figures under `hicache` when the replay ran it; no key otherwise.
+    (`offloaded_*` / `reloaded_*` below are kvctl's modeled host tier, host_tier.py.)"""
+    from kvctl.replay.hicache_options import hicache_block
+
+    block = hicache_block(snap)
+    return {} if block is None else {"hicache": block}
 
 
 def deterministic_json(document: dict) -> str:

@@ -24,6 +24,7 @@ from engine_adapter.embedded.config import EngineConfig, sglang_default_max_runn
 from kvctl.errors import InputError, IntegrityError
 from kvctl.replay.clock import replay_clock
 from kvctl.replay.engine_setup import Deployment, engine_config
+from kvctl.replay.hicache_options import apply_hicache
 from kvctl.replay.report import Integrity, LatencyCollector, ReplayReport, Utilization
 from kvctl.replay.peaks import PoolPeaks
 from kvctl.replay.trace_blocks import check_block_pages
@@ -75,6 +76,10 @@ class ReplaySettings:
     device: str = "cpu"  # where SGLang's pools live; resolved from --device by the CLI
     # The clock: a `kvctl calibrate` model file or a fitted StepCostModel; None: the roofline.
     cost_model: object | None = None
+    # SGLang's HiCache (kvctl/replay/hicache_options.py); all None: no host tier
+    hicache_ratio: float | None = None
+    hicache_size: int | None = None  # GB, as SGLang's --hicache-size
+    hicache_write_policy: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,6 +237,11 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         whatif_rate=0.0,  # no live what-if shadow in a replay: --curve computes the curve
         **fields,
     )
+    config, hicache, hicache_notes = apply_hicache(
+        config, ratio=settings.hicache_ratio, size_gb=settings.hicache_size,
+        write_policy=settings.hicache_write_policy, tp=settings.deployment.tp,
+        scenario=getattr(driver, "scenario", None))
+    notes.extend(hicache_notes)
     if summary is not None and longest > config.pool_tokens:
         notes.append(f"the pool ({config.pool_tokens:,} tokens) is smaller than the largest "
                      f"request ({summary.max_request_tokens:,} tokens): requests SGLang would "
@@ -257,6 +267,8 @@ def resolve_config(settings: ReplaySettings, driver) -> tuple[EngineConfig, dict
         "seed": settings.seed if settings.seed is not None else _workload_seed(driver),
         "limit": settings.limit, "label": settings.label, "clock": clock.label,
     }
+    if hicache is not None:  # no key without HiCache
+        resolved["hicache"] = hicache
     return config, resolved, tuple(notes)
 
 
@@ -392,6 +404,7 @@ def _final_integrity(engine, loop: _Loop):
     """engine.check_integrity() (per-node refs, SGLang's sanity_check when idle) plus the
     worst residual seen in the samples. Returns (final snapshot, Integrity)."""
     problems: list[str] = []
+    engine.settle_transfers()  # the acks an idle SGLang scheduler reaps next loop
     try:
         final = engine.check_integrity()
     except IntegrityError as err:
@@ -399,6 +412,10 @@ def _final_integrity(engine, loop: _Loop):
         final = engine.snapshot(per_node_refs=True)
     if loop.max_residual:
         problems.append(f"a sampled step had a pool ledger residual of {loop.max_residual} tokens")
+    host = final.ledger.host
+    if host is not None and host.residual_tokens:
+        problems.append(f"SGLang's HiCache host pool holds {host.residual_tokens} tokens "
+                        "in no tree node")
     if loop.max_delta_protected:
         problems.append(f"a sampled step had protected tokens off by {loop.max_delta_protected}")
     refs = final.refs

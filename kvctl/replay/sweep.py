@@ -37,6 +37,8 @@ SWEEP_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "schedule-policy": ("schedule_policy", str),
     "max-running": ("max_running_requests", int),
     "decode-quantum": ("decode_quantum", int),
+    "hicache-ratio": ("hicache_ratio", lambda v: None if v == "off" else float(v)),
+    "hicache-write-policy": ("hicache_write_policy", str),
 }
 POOL_KEYS = ("pool-tokens", "pool-gb")
 

@@ -2,7 +2,8 @@
 
     Recommendation + CapacityPlan --replay_target()--> ReplayTarget (kvctl.sizing, pure)
         --> ReplaySettings + prepare() --> config with the host tier and clock aligned
-        --> run() on SGLang's real radix cache (CPU, NoOp pool sized in tokens)
+        --> run() on SGLang's real radix cache (CPU, NoOp pool sized in tokens; with
+            HiCache advice, the mha pool and SGLang's HiCache host tier)
         --> ReplayedFigures --compare()--> rows (analytic | replayed | why)
 
 The recommendation's settings win over a scenario's `engine:` suggestions (pool, page
@@ -21,14 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvctl.replay.engine_setup import Deployment
+from kvctl.replay.hicache_options import apply_hicache, offloads_tool_waits
 from kvctl.replay.report import ReplayReport
 from kvctl.replay.runner import PreparedReplay, Progress, ReplaySettings, prepare, run
 from kvctl.replay.timeline import TimelineRow
 from kvctl.sizing.models import resolve_model
 from kvctl.sizing.plan.capacity import CapacityPlan
 from kvctl.sizing.plan.recommend import Recommendation
-from kvctl.sizing.plan.validate import (ComparisonRow, ReplayedFigures, ReplayTarget, compare,
-                                        replay_target)
+from kvctl.sizing.plan.validate import (HICACHE_BY_MODEL, HICACHE_BY_SGLANG, ComparisonRow,
+                                        ReplayedFigures, ReplayTarget, compare, replay_target,
+                                        validated_by)
 
 # Sample every step (timeline_every_s=0.0, whatever the workload's horizon) so the peak
 # decode batch is exact: a limited replay runs some 10^4 steps (a row is ~0.5 KB); past
@@ -73,7 +76,10 @@ def validate_with_replay(
         max_running_requests=target.max_running_requests, limit=limit, seed=seed,
         label="plan recommend",
     )
-    prepared = _aligned(prepare(settings), target)
+    prepared = prepare(settings)
+    if target.hicache_enabled and _uses_kvctl_host_model(prepared):
+        target = validated_by(target, HICACHE_BY_MODEL, recommendation, plan)
+    prepared = _aligned(prepared, target)
     result = run(prepared, on_progress=on_progress, max_timeline_rows=TIMELINE_ROWS,
                  timeline_every_s=0.0)
     figures = _figures(result.report, result.timeline, prepared)
@@ -100,16 +106,30 @@ def validate_with_replay(
 
 def _aligned(prepared: PreparedReplay, target: ReplayTarget) -> PreparedReplay:
     """The runner's config with the two settings `ReplaySettings` has no option for: the
-    host tier (HiCache) and the clock's prefill MFU and m_token (the plan's, not the
-    preset's defaults), so the replay prices the iterations the plan priced."""
+    host tier (HiCache: SGLang's, the host tokens as a ratio of the pool; or kvctl's model,
+    `validated_by`) and the clock's prefill MFU and m_token (the plan's, not the preset's
+    defaults), so the replay prices the iterations the plan priced."""
     config = prepared.config
     cost = replace(config.cost, prefill_mfu=target.prefill_mfu,
                    kv_bytes_per_token=target.kv_bytes_per_token)
-    config = replace(config, host_capacity_tokens=target.host_capacity_tokens, cost=cost)
-    config.validate()
     resolved = {**prepared.resolved, "pool_source": "kvctl plan recommend (one replica)",
                 "host_capacity_tokens": target.host_capacity_tokens}
+    if target.hicache_validated_by == HICACHE_BY_SGLANG:  # SGLang's HiCache, host tokens as a ratio
+        config, resolved["hicache"], _ = apply_hicache(
+            replace(config, cost=cost), ratio=(target.host_capacity_tokens + 0.5) / config.pool_tokens,
+            size_gb=None, write_policy=None, tp=1, scenario=getattr(prepared.driver, "scenario", None))
+        resolved["kv_pool"] = config.kv_pool
+    else:
+        config = replace(config, host_capacity_tokens=target.host_capacity_tokens, cost=cost)
+    config.validate()
     return replace(prepared, config=config, resolved=resolved)
+
+
+def _uses_kvctl_host_model(prepared: PreparedReplay) -> bool:
+    """Whether the workload offloads tool waits (kvctl's host-tier model), which cannot run
+    beside SGLang's HiCache (hicache_options.apply_hicache refuses the two together)."""
+    return (offloads_tool_waits(getattr(prepared.driver, "scenario", None))
+            or prepared.config.default_retention == "offload")
 
 
 def _figures(report: ReplayReport, timeline: tuple[TimelineRow, ...],

@@ -93,14 +93,36 @@ def test_host_tier_is_the_recommended_hicache_in_tokens(pressed):
     assert pressed["validation"]["target"]["host_capacity_tokens"] == expected
 
 
-def test_hicache_advice_names_kvctls_model_as_its_validation(pressed):
-    """HiCache on: the replay validated it with kvctl's host-tier model, and says so (JSON
-    and the "replayed with" line), not with SGLang's HiCache (docs/hicache.md)."""
+def test_hicache_advice_is_validated_by_sglangs_hicache(pressed):
+    """HiCache on, no offload tool waits: the replay ran SGLang's HiCache with the recommended
+    host tokens (SGLang's host pool keeps host // 64 + 1 pages of 64), says so (JSON and the
+    "replayed with" line), and kvctl's own host-tier model stayed off."""
     validation = pressed["validation"]
+    assert validation["hicache_validated_by"] == "sglang_hicache_replay"
+    host = [line for line in validation["replayed_with"] if line.startswith("host tier")]
+    assert host[0].endswith("HiCache advice validated by SGLang's HiCache (its host pool and "
+                            "cache controller, replayed on CPU)")
+    tokens = validation["target"]["host_capacity_tokens"]
+    report = validation["report"]
+    assert report["hicache"]["host_capacity_tokens"] == (tokens // 64 + 1) * 64
+    assert report["settings"]["hicache"]["source"] == "sglang_hicache"
+    assert report["offloaded_tokens"] == 0
+
+
+def test_offload_tool_waits_keep_kvctls_model_for_hicache_advice():
+    """A scenario whose tools offload (coding-agents) needs kvctl's host-tier model, which
+    cannot run beside SGLang's HiCache: the advice is validated by the model, and says so."""
+    args = list(PRESSED)
+    args[args.index("--validate-with-replay") + 1] = str(SCENARIOS / "coding-agents.yaml")
+    result = invoke(*args, "--json")
+    assert result.exit_code == 0, result.output
+    validation = json.loads(result.stdout)["validation"]
     assert validation["hicache_validated_by"] == "kvctl_model"
+    assert "hicache" not in validation["report"]
     host = [line for line in validation["replayed_with"] if line.startswith("host tier")]
     assert host[0].endswith("HiCache advice validated by kvctl's host-tier model "
-                            "(engine_adapter/embedded/host_tier.py), not SGLang's HiCache")
+                            "(engine_adapter/embedded/host_tier.py), not SGLang's HiCache "
+                            "(the workload's offload tool waits need that model)")
 
 
 def test_virtual_clock_prices_the_users_deployment_with_the_plans_mfu(pressed):

@@ -172,3 +172,38 @@ def test_cli_options_override_the_scenarios_suggestions():
         SuggestingWorkload())
     assert (config.pool_tokens, config.page_size, config.tau_high) == (65_536, 16, 0.9)
     assert resolved["pool_source"] == "--pool-tokens"
+
+
+def test_hicache_write_policies_and_default_are_sglangs():
+    """--hicache-write-policy offers exactly SGLang's choices, with SGLang's default."""
+    import typing
+
+    from sglang.srt.arg_groups.fields.memory import Memory
+
+    from engine_adapter.embedded.config import HICACHE_DEFAULT_WRITE_POLICY, HICACHE_WRITE_POLICIES
+
+    hint = typing.get_type_hints(Memory, include_extras=True)["hicache_write_policy"]
+    arg = next(m for m in hint.__metadata__ if hasattr(m, "choices"))
+    assert tuple(arg.choices) == HICACHE_WRITE_POLICIES
+    import msgspec
+
+    default = next(f.default for f in msgspec.structs.fields(Memory)
+                   if f.name == "hicache_write_policy")
+    assert default == HICACHE_DEFAULT_WRITE_POLICY
+
+
+def test_hicache_turns_on_the_mha_pool_and_off_decode_jumps():
+    """--hicache-ratio 2: SGLang's host tier needs K/V bytes (mha pool) and an ack poll every
+    step (no decode jumps); the header's hicache settings say it is SGLang's."""
+    prepared = prepare(settings(hicache_ratio=2.0))
+    config = prepared.config
+    assert (config.hicache_ratio, config.kv_pool, config.decode_jumps) == (2.0, "mha", False)
+    assert prepared.resolved["hicache"] == {
+        "source": "sglang_hicache", "ratio": 2.0, "size_gb": None, "write_policy": "write_through",
+        "io_backend": "direct", "mem_layout": "layer_first"}
+
+
+def test_hicache_on_a_gpu_device_is_refused():
+    """The embedded engine's HiCache uses the CPU stack strategy only: --device cuda is refused."""
+    with pytest.raises(InputError, match=r"runs on the CPU device only \(got --device cuda\)"):
+        prepare(settings(hicache_ratio=2.0, device="cuda"))

@@ -18,7 +18,8 @@ Two halves, both plain arithmetic (the replay itself runs in `kvctl.replay.valid
                   so budget = C + B reproduces the recommendation's mixed iteration
                   as the largest step; with fewer than B decoding, prefill takes the
                   rest (the engine has no separate prefill cap)
-      host tier   HiCache on: the recommended --hicache-size in tokens; off: 0 tokens
+      host tier   HiCache on: the recommended --hicache-size in tokens, replayed through
+                  SGLang's HiCache (or kvctl's host-tier model, `validated_by`); off: 0
 
 - `compare` sets the replay's figures beside the analytic estimates, one row per
   quantity, each with the reason they differ (and whether they are the same quantity).
@@ -53,6 +54,8 @@ class ReplayTarget:
     kv_bytes_per_token: int  # m_token, whole model (prices K/V reads and transfers)
     prefill_mfu: float
     mappings: tuple[str, ...]  # one "setting <- source" line each, for the output
+    # HICACHE_BY_SGLANG or HICACHE_BY_MODEL (`validated_by`); None: HiCache off
+    hicache_validated_by: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,14 +133,26 @@ def replay_target(
         prefill_mfu=prefill_mfu,
         mappings=(),
     )
+    return validated_by(target, HICACHE_BY_SGLANG, rec, plan)
+
+
+# What a replay validates HiCache advice with: SGLang's own HiCache (host pool and cache
+# controller, `kvctl replay --hicache-ratio`, docs/hicache.md), unless the workload uses
+# kvctl's modeled host tier (offload tool waits), which cannot run beside it: then that model.
+HICACHE_BY_SGLANG = "sglang_hicache_replay"
+HICACHE_BY_MODEL = "kvctl_model"
+HICACHE_VALIDATED_BY_TEXT = {
+    HICACHE_BY_SGLANG: "SGLang's HiCache (its host pool and cache controller, replayed on CPU)",
+    HICACHE_BY_MODEL: ("kvctl's host-tier model (engine_adapter/embedded/host_tier.py), not "
+                       "SGLang's HiCache (the workload's offload tool waits need that model)"),
+}
+
+
+def validated_by(target: ReplayTarget, by: str, rec: Recommendation,
+                 plan: CapacityPlan) -> ReplayTarget:
+    """`target` whose HiCache advice is validated by `by` (one of HICACHE_VALIDATED_BY_TEXT)."""
+    target = replace(target, hicache_validated_by=by if target.hicache_enabled else None)
     return replace(target, mappings=_mappings(target, rec, plan))
-
-
-# What a replay validates HiCache advice with. kvctl's replay does not run SGLang's HiCache
-# (docs/hicache.md, "Not done"): the host tier it replays is kvctl's own model, named so.
-HICACHE_VALIDATED_BY = "kvctl_model"
-HICACHE_VALIDATED_BY_TEXT = ("kvctl's host-tier model (engine_adapter/embedded/host_tier.py), "
-                             "not SGLang's HiCache")
 
 
 def _mappings(t: ReplayTarget, rec: Recommendation, plan: CapacityPlan) -> tuple[str, ...]:
@@ -145,7 +160,8 @@ def _mappings(t: ReplayTarget, rec: Recommendation, plan: CapacityPlan) -> tuple
     per_replica = f" (per server; {t.replicas} replicas, one replayed)" if t.replicas > 1 else ""
     host = (f"host tier {t.host_capacity_tokens:,} tokens <- --hicache-size "
             f"({rec.hicache_host_bytes_per_device / 1e9:.1f} GB per device); HiCache advice "
-            f"validated by {HICACHE_VALIDATED_BY_TEXT}" if t.hicache_enabled
+            f"validated by {HICACHE_VALIDATED_BY_TEXT[t.hicache_validated_by]}"
+            if t.hicache_enabled
             else "host tier 0 tokens <- HiCache off (what an offload tool writes is dropped "
             "at once)")
     return (
