@@ -160,6 +160,8 @@ class PluginRuntime:
     def sample(self, batch: Any, *, per_node: bool, now: float) -> Snapshot:
         """Read SGLang's objects now and publish the snapshot as `latest`."""
         inputs = self.host.inputs(self.tally, batch=batch, now_s=now - self.started_s)
+        if self.hicache is not None:  # HiCache's in-flight transfers lock nodes too
+            inputs = inputs._replace(leases=inputs.leases + self.hicache.transfer_leases())
         if self.whatif is not None:
             inputs = inputs._replace(whatif=self.whatif.curve())
         snap = self.sampler.sample(inputs, per_node_refs=per_node, wall_s=time.time())

@@ -170,3 +170,17 @@ def test_plugin_snapshot_without_hicache_has_no_host_tier():
     """A server without HiCache: no host ledger, no HiCache transfers in the snapshot."""
     snap = _runtime(build_hicache_cache(hicache=False)).sample(None, per_node=True, now=1.0)
     assert (snap.ledger.host, snap.hicache) == (None, None)
+
+
+def test_plugin_counts_an_inflight_load_back_lock_as_a_lease(stack):
+    """Between a load-back and its ack SGLang holds a tree lock no request owns: the
+    plugin's sample counts it as a lease (hicache-load:ACK), so the per-node reconciliation
+    finds no node off and derived protected tokens equal recorded (16)."""
+    runtime = _runtime(stack)
+    insert(stack, PROMPT)
+    settle(stack)
+    evict(stack, 16)
+    start_load_back(stack, PROMPT)
+    snap = runtime.sample(None, per_node=True, now=1.0)
+    assert snap.refs.leases == 1 and snap.refs.off_nodes == ()
+    assert snap.refs.derived_protected_tokens == snap.refs.recorded_protected_tokens == 16
