@@ -194,3 +194,22 @@ def test_parts_that_cannot_both_be_met_conserve_the_sum_of_all_steps():
     assert fitted.fit.fitted_s == pytest.approx(fitted.fit.measured_s, rel=1e-9)
     totals = _part_totals(samples, fitted.coefficients)
     assert totals["prefill"][1] > totals["prefill"][0] * 1.01
+
+
+def test_calibrate_prints_the_conserved_step_time():
+    """kvctl calibrate's summary has the time line: the contended samples' fitted and measured
+    sums (equal), and a model file without them (older) prints no such line."""
+    from pathlib import Path
+
+    from kvctl.calibrate.model_file import model_document
+    from kvctl.cli.calibrate import render_fit
+
+    samples = _contended(_samples(TRUTH))
+    model = fit_from_samples(samples)
+    measured = sum(s.wall_s for s in samples)
+    doc = model_document(model, server={"url": "http://h:1", "lost_samples": 0})
+    text = render_fit(doc, Path("m.json"))
+    assert f"time: the fitted steps sum to {measured:,.2f} s, measured {measured:,.2f} s " \
+           "(conserved for prefill and decode-only steps)" in text.splitlines()
+    del doc["fit"]["measured_s"]
+    assert "time:" not in render_fit(doc, Path("m.json"))
