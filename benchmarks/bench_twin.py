@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -102,8 +103,9 @@ def main() -> int:
                 for run in range(args.runs):
                     began = time.monotonic()
                     runs.append(against(trace, server.url, speedup))
-                    print(f"  {speedup:g}x run {run + 1}: {time.monotonic() - began:.0f} s",
-                          flush=True)
+                    one, five, _ = os.getloadavg()  # the host is shared: say how busy
+                    print(f"  {speedup:g}x run {run + 1}: {time.monotonic() - began:.0f} s "
+                          f"(host load average {one:.1f} / {five:.1f}, 1 / 5 min)", flush=True)
                 results[speedup] = runs
         finally:
             server.stop()
@@ -151,13 +153,16 @@ def _row(load: str, what: str, block: dict, equal) -> str:
 
 
 def _clock(clock: dict) -> str:
-    """"fitted during the drive (R^2 0.93, median 9.1%, p90 31.0%, 2,345 steps)", or the
-    roofline and why."""
+    """"fitted during the drive (R^2 0.93, median 9.1%, p90 31.0%, 2,345 steps: 131.2 s in
+    131.6 s)", or the roofline and why. The last figures are the steps' summed time and their
+    span: equal when the timed steps cover the server's time (the fit conserves the sum)."""
     fit = clock.get("fit")
     if not fit:
         return f"{clock.get('label', 'unknown')} ({clock.get('why', '')})"
+    cover = (f": {clock['steps_s']:,.1f} s in {clock['span_s']:,.1f} s"
+             if "steps_s" in clock else "")
     return (f"{clock['label']} (R^2 {fit['r2']:.2f}, median {fit['median_rel_error']:.1%}, "
-            f"p90 {fit['p90_rel_error']:.1%}, {fit['samples']:,} steps)")
+            f"p90 {fit['p90_rel_error']:.1%}, {fit['samples']:,} steps{cover})")
 
 
 def _ms(value) -> str:

@@ -49,6 +49,8 @@ class FitQuality:
     median_rel_error: float
     p90_rel_error: float
     median_rel_error_by_kind: dict[str, float]
+    measured_s: float = 0.0  # the samples' measured step seconds, summed (0: not recorded)
+    fitted_s: float = 0.0  # the model's seconds for the same steps (the fit conserves the sum)
 
 
 @dataclass(frozen=True, kw_only=True)

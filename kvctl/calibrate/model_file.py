@@ -117,6 +117,7 @@ def _coefficients(raw: Any, where: str) -> tuple[float, ...]:
 def _fit(raw: Any) -> FitQuality | None:
     """The recorded fit quality, if present and well formed (informational only)."""
     try:
-        return FitQuality(**{name: raw[name] for name in FitQuality.__dataclass_fields__})
+        return FitQuality(**{name: raw[name] for name in FitQuality.__dataclass_fields__
+                             if name in raw})  # older files lack the time totals
     except (KeyError, TypeError):
         return None

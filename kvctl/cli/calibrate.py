@@ -98,13 +98,23 @@ def render_fit(doc: dict, out: Path) -> str:
     lines = [f"kvctl calibrate: {fit['samples']:,} steps ({kinds}) from {where}",
              f"fit: R^2 {fit['r2']:.3f}   relative error median {fit['median_rel_error']:.1%}, "
              f"p90 {fit['p90_rel_error']:.1%}   (median by kind: {per_kind})",
-             "coefficients (non-negative least squares on relative error):"]
+             *_time_line(fit),
+             "coefficients (non-negative least squares on relative error, time conserved):"]
     lines += [f"  {term:<26} {value:.4g} {units[term]}" for term, value in coefficients.items()]
     if doc["server"]["lost_samples"]:
         lines.append(f"note: {doc['server']['lost_samples']:,} samples were lost between polls "
                      "(poll more often: --interval)")
     lines.append(f"wrote {out}; use it with: kvctl replay TRACE --cost-model {out}")
     return "\n".join(lines)
+
+
+def _time_line(fit: dict) -> list[str]:
+    """The fit's step time against the measured (kvctl/calibrate/fit.py conserves it per part:
+    steps with prefill work, decode-only steps); nothing for a file written before."""
+    if not fit.get("measured_s"):
+        return []
+    return [f"time: the fitted steps sum to {fit['fitted_s']:,.2f} s, measured "
+            f"{fit['measured_s']:,.2f} s (conserved for prefill and decode-only steps)"]
 
 
 class _Progress:

@@ -37,6 +37,8 @@ class TwinClock:
     samples: int = 0  # steps collected during the drive (fitted or not)
     lost: int = 0  # steps the plugin's ring dropped between reads
     fit: dict = field(default_factory=dict)
+    steps_s: float = 0.0  # the collected steps' measured seconds, summed
+    span_s: float = 0.0  # from the first collected step's start to the last one's end
 
     def summary(self) -> dict:
         """The JSON `clock` document (twin_run.py puts it in the predicted block too)."""
@@ -45,6 +47,8 @@ class TwinClock:
         doc = {"source": self.source, "label": label, "samples": self.samples}
         if self.lost:
             doc["lost_samples"] = self.lost
+        if self.samples:
+            doc["steps_s"], doc["span_s"] = round(self.steps_s, 3), round(self.span_s, 3)
         if self.fit:
             doc["fit"] = self.fit
         if self.why:
@@ -95,6 +99,16 @@ class DriveSampler:
             self._read()  # the steps of the last answers
 
 
+def step_time(samples) -> tuple[float, float]:
+    """(summed step seconds, their span): the steps cover the server's busy time when the two
+    agree (the timer times every loop iteration that ran a batch, step_timer.py); a gap
+    would be time the fitted clock never sees. (0, 0) without samples."""
+    if not samples:
+        return 0.0, 0.0
+    first, last = min(samples, key=lambda s: s.seq), max(samples, key=lambda s: s.seq)
+    return sum(s.wall_s for s in samples), last.end_s - (first.end_s - first.wall_s)
+
+
 def start_sampler(url: str, plugin_url: str | None) -> tuple[DriveSampler | None, str | None]:
     """(a running sampler, None), or (None, why there is none). InputError when the
     --plugin-url given explicitly does not answer (the user asked for it)."""
@@ -115,19 +129,19 @@ def decide(file_model: StepCostModel | None, sampler: DriveSampler | None,
     """The clock (module docstring table); `sampler` already finished."""
     from kvctl.calibrate.fit import fit_from_samples
 
-    samples = len(sampler.collector.samples) if sampler is not None else 0
+    steps = sampler.collector.samples if sampler is not None else []
     lost = sampler.collector.lost if sampler is not None else 0
+    steps_s, span_s = step_time(steps)
+    seen = {"samples": len(steps), "lost": lost, "steps_s": steps_s, "span_s": span_s}
     if file_model is not None:
-        return TwinClock(source="file", model=file_model, samples=samples, lost=lost,
-                         fit=fit_summary(file_model))
+        return TwinClock(source="file", model=file_model, fit=fit_summary(file_model), **seen)
     if sampler is None:
         return TwinClock(source="roofline", why=why_none)
     if sampler.error is not None:
-        return TwinClock(source="roofline", why=sampler.error, samples=samples, lost=lost)
+        return TwinClock(source="roofline", why=sampler.error, **seen)
     try:
-        model = fit_from_samples(sampler.collector.samples, source=FITTED)
+        model = fit_from_samples(steps, source=FITTED)
     except InputError as err:
-        return TwinClock(source="roofline", samples=samples, lost=lost,
+        return TwinClock(source="roofline", **seen,
                          why=f"the steps timed during the drive could not be fitted: {err}")
-    return TwinClock(source="fitted", model=model, samples=samples, lost=lost,
-                     fit=fit_summary(model))
+    return TwinClock(source="fitted", model=model, fit=fit_summary(model), **seen)

@@ -90,7 +90,9 @@ def clock_note(clock: TwinClock, deployment: Deployment) -> str:
                 f"{deployment.gpu} x TP{deployment.tp}), not fitted to this server, because "
                 f"{clock.why}: compare hit figures, and TTFT only with a fitted clock")
     where = (FITTED + f" ({clock.samples:,} server steps"
-             + (f", {clock.lost:,} lost" if clock.lost else "") + ")"
+             + (f", {clock.lost:,} lost" if clock.lost else "")
+             + f": {clock.steps_s:,.1f} s of step time in the {clock.span_s:,.1f} s they span,"
+             " conserved by the fit)"
              if clock.source == "fitted" else f"from {clock.model.source}")
     fit = clock.fit
     quality = (f"; fit R^2 {fit['r2']:.3f}, relative error median {fit['median_rel_error']:.1%}"

@@ -120,3 +120,96 @@ def test_prompts_of_one_length_are_a_degenerate_fit():
                                          r"extend_tokens, prefill_attention_pairs, "
                                          r"prefill_requests independently \(rank 4 of 6\)"):
         fit_from_samples(samples)
+
+
+def _part_totals(samples, coefficients) -> dict[str, tuple[float, float]]:
+    """{part: (measured seconds, fitted seconds)} for the prefill-work and decode-only steps."""
+    model = StepCostModel(coefficients=tuple(coefficients))
+    totals = {"prefill": [0.0, 0.0], "decode": [0.0, 0.0]}
+    for s in samples:
+        part = totals["prefill" if s.extend_tokens else "decode"]
+        part[0] += s.wall_s
+        part[1] += model.seconds(s.shape)
+    return {k: tuple(v) for k, v in totals.items()}
+
+
+def _contended(samples):
+    """Every 4th step 3x slower (another process held the core): right-skewed step times."""
+    return [_sample(s.seq, s.shape, s.wall_s * 3.0) if s.seq % 4 == 0 else s for s in samples]
+
+
+def test_the_fit_conserves_each_parts_measured_time():
+    """On right-skewed step times the fitted seconds of the prefill-work steps and of the
+    decode-only steps each sum to their measured total (to 1e-9), and fitted_s equals
+    measured_s; the unconstrained relative fit loses time (every part's total below)."""
+    import numpy as np
+
+    from kvctl.calibrate.fit import design
+
+    samples = _contended(_samples(TRUTH))
+    model = fit_from_samples(samples)
+    for measured, fitted in _part_totals(samples, model.coefficients).values():
+        assert fitted == pytest.approx(measured, rel=1e-9)
+    assert model.fit.fitted_s == pytest.approx(model.fit.measured_s, rel=1e-9)
+    assert model.fit.measured_s == pytest.approx(sum(s.wall_s for s in samples), rel=1e-12)
+    x, y = design(samples)
+    free = nonnegative_lstsq(x / y[:, None], np.ones_like(y))
+    for measured, fitted in _part_totals(samples, free).values():
+        assert fitted < 0.95 * measured
+
+
+def test_nnls_with_a_conserved_total_matches_the_known_optimum():
+    """min ||c - (1, 1)|| with c1 + c2 = 3: c = (1.5, 1.5); with y = (1, -2) and c1 + c2 = 1
+    the equality optimum (2, -1) is infeasible and the best non-negative one is (1, 0)."""
+    import numpy as np
+
+    total = (np.array([[1.0, 1.0]]), np.array([3.0]))
+    assert nonnegative_lstsq(np.eye(2), np.array([1.0, 1.0]), conserve=total) == pytest.approx(
+        [1.5, 1.5], rel=1e-12)
+    one = (np.array([[1.0, 1.0]]), np.array([1.0]))
+    assert nonnegative_lstsq(np.eye(2), np.array([1.0, -2.0]), conserve=one) == pytest.approx(
+        [1.0, 0.0], abs=1e-12)
+
+
+def test_nnls_returns_none_when_no_non_negative_point_meets_the_total():
+    """c1 + c2 = -1 has no solution with c >= 0: None, not a silent unconstrained fit."""
+    import numpy as np
+
+    impossible = (np.array([[1.0, 1.0]]), np.array([-1.0]))
+    assert nonnegative_lstsq(np.eye(2), np.array([1.0, 1.0]), conserve=impossible) is None
+
+
+def test_parts_that_cannot_both_be_met_conserve_the_sum_of_all_steps():
+    """Mixed steps (the prefill part) measured faster than decode-only steps of the same decode
+    work: no c >= 0 meets both parts' totals, so the total over all steps is conserved."""
+    decode = [StepShape(0, 0, 0, 2 + i % 5, (2 + i % 5) * (50 + 9 * i)) for i in range(20)]
+    mixed = [StepShape(40 + 7 * i, 1 + i % 2, attention_pairs([40 + 7 * i], [i]), d.decode_requests,
+                       d.decode_context_tokens) for i, d in enumerate(decode)]
+    model = StepCostModel(coefficients=TRUTH)
+    samples = [_sample(i, s, model.seconds(s) * 2.0) for i, s in enumerate(decode)]
+    samples += [_sample(20 + i, s, model.seconds(StepShape(0, 0, 0, s.decode_requests,
+                                                           s.decode_context_tokens)))
+                for i, s in enumerate(mixed)]
+    fitted = fit_from_samples(samples)
+    assert fitted.fit.fitted_s == pytest.approx(fitted.fit.measured_s, rel=1e-9)
+    totals = _part_totals(samples, fitted.coefficients)
+    assert totals["prefill"][1] > totals["prefill"][0] * 1.01
+
+
+def test_calibrate_prints_the_conserved_step_time():
+    """kvctl calibrate's summary has the time line: the contended samples' fitted and measured
+    sums (equal), and a model file without them (older) prints no such line."""
+    from pathlib import Path
+
+    from kvctl.calibrate.model_file import model_document
+    from kvctl.cli.calibrate import render_fit
+
+    samples = _contended(_samples(TRUTH))
+    model = fit_from_samples(samples)
+    measured = sum(s.wall_s for s in samples)
+    doc = model_document(model, server={"url": "http://h:1", "lost_samples": 0})
+    text = render_fit(doc, Path("m.json"))
+    assert f"time: the fitted steps sum to {measured:,.2f} s, measured {measured:,.2f} s " \
+           "(conserved for prefill and decode-only steps)" in text.splitlines()
+    del doc["fit"]["measured_s"]
+    assert "time:" not in render_fit(doc, Path("m.json"))

@@ -104,3 +104,16 @@ def test_a_fitted_model_in_memory_is_a_clock_too():
     assert clock.note.startswith("latencies are fitted: virtual clock from the step-cost model "
                                  "(R^2 0.640, median relative error 14.5% on 525 server steps)")
     assert replay_clock(None).label == "modeled"
+
+
+def test_a_file_written_before_the_time_totals_loads_with_its_fit(tmp_path):
+    """A model file whose fit lacks measured_s / fitted_s (written before the fit conserved
+    time) still loads its fit quality; the totals read 0 (not recorded)."""
+    document = _good()
+    for key in ("measured_s", "fitted_s"):
+        document["fit"].pop(key)
+    path = tmp_path / "old-cost.json"
+    path.write_text(json.dumps(document))
+    model = load_cost_model(path)
+    assert model.fit == FIT
+    assert (model.fit.measured_s, model.fit.fitted_s) == (0.0, 0.0)

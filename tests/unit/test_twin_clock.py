@@ -98,10 +98,34 @@ def test_the_sampler_reads_once_more_after_the_drive(monkeypatch):
 
 def test_fitted_note_carries_the_fit_figures():
     """The note: where the model comes from, steps and lost steps, R^2, median, p90."""
-    clock = decide(None, _finished(_Steps(_samples(TRUTH), lost=2)), None)
+    samples = _samples(TRUTH)
+    clock = decide(None, _finished(_Steps(samples, lost=2)), None)
+    busy = sum(s.wall_s for s in samples)  # 0.4 s; the synthetic steps end 1 s apart
+    assert (round(busy, 1), round(35 + samples[0].wall_s, 1)) == (0.4, 35.0)
     assert clock_note(clock, Deployment()) == (
         "predicted latencies are on a step-cost model fitted during the drive (36 server "
-        "steps, 2 lost); fit R^2 1.000, relative error median 0.0%, p90 0.0%")
+        "steps, 2 lost: 0.4 s of step time in the 35.0 s they span, conserved by the fit); "
+        "fit R^2 1.000, relative error median 0.0%, p90 0.0%")
+
+
+def test_step_time_sums_the_steps_and_measures_their_span():
+    """Steps ending at 1.0, 1.5, 2.5 s lasting 0.5, 0.5, 1.0 s: 2.0 s of step time in a
+    2.0 s span (no gap); ending at 1, 2, 3 s lasting 0.5 s each: 1.5 s in 2.5 s (gaps)."""
+    from kvctl.twin.clock import step_time
+    from unit.test_calibrate_fit import _sample
+    from engine_adapter.step_samples import StepShape
+
+    one = StepShape(0, 0, 0, 1, 10)
+
+    def steps(ends, walls):
+        return [_sample(i, one, w)._replace(end_s=e) for i, (e, w) in enumerate(zip(ends, walls))]
+
+    assert step_time(steps([1.0, 1.5, 2.5], [0.5, 0.5, 1.0])) == (2.0, 2.0)
+    assert step_time(steps([1.0, 2.0, 3.0], [0.5, 0.5, 0.5])) == (1.5, 2.5)
+    assert step_time([]) == (0.0, 0.0)
+    clock = decide(None, _finished(_Steps(_samples(TRUTH))), None)
+    assert (clock.summary()["steps_s"], clock.summary()["span_s"]) == (
+        round(clock.steps_s, 3), round(clock.span_s, 3))
 
 
 def test_an_advertised_plugin_missing_is_the_roofline_a_given_one_is_an_error():
