@@ -27,7 +27,6 @@ allocator is short).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 from typing import Iterable, NamedTuple
@@ -39,13 +38,10 @@ from engine_adapter.base.errors import InputError
 from engine_adapter.base.pages import page_ceil, page_floor
 
 
-@functools.lru_cache(maxsize=4096)
 def namespace_label(namespace: str, salt: str) -> str:
     """Low-cardinality label for a namespace: never the raw tenant string, and salted so
     a guessable tenant name cannot be recovered from it (seed 000 0x0CE). The label is
-    also the SGLang `cache_salt`, so it partitions the radix tree. Cached: a pure function
-    of its two strings, asked at every admission and for every queued request a prefix
-    refresh reads (a SHA-256 each time was ~1% of a replay)."""
+    also the SGLang `cache_salt`, so it partitions the radix tree."""
     return "ns-" + hashlib.sha256(f"{salt}\0{namespace}".encode()).hexdigest()[:12]
 
 

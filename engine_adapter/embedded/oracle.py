@@ -28,12 +28,8 @@ Memory: one uint64 slot per remembered page per key in `_seen` (`remembered_page
 once from `expected_pages` when the workload gives a bound (a Mooncake trace: 6.1M pages,
 98 MB on the shipped hour, where growing by rehashes took 0.5 s of the replay), plus a live
 request's prompt page hashes (`PageChain`: 8 B per page, dropped with the request). A record
-only queues its pages (views of hash arrays, at most PENDING_PAGES, and their values in a
-Python set per key); PENDING_PAGES adds them, one vectorized `add` per key for all the
-records in between. A question reads the sets and the queue together (the union is what
-the sets would hold after the add), so it need not add first: a vectorized `add` costs
-~20 numpy calls whatever its size, and adding at every question (every admission) was
-~4% of a replay.
+only queues its pages (views of hash arrays, at most PENDING_PAGES); the next question (or
+PENDING_PAGES) adds them, one vectorized `add` per key for all the records in between.
 """
 
 from __future__ import annotations
@@ -63,7 +59,6 @@ class ContentOracle:
         # Recorded pages not yet in their set: one `add` per key at the next question
         # amortizes its fixed cost (~20 numpy calls) over the records in between.
         self._pending: dict[NamespaceKey, list[np.ndarray]] = {}
-        self._queued: dict[NamespaceKey, set[int]] = {}  # the same values, for questions
         self._pending_pages = 0
 
     def record(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, upto: int,
@@ -81,7 +76,6 @@ class ContentOracle:
     def _store(self, key: NamespaceKey, pages: np.ndarray) -> None:
         """Queue new page hashes of `key` (read-only arrays) for its set."""
         self._pending.setdefault(key, []).append(pages)
-        self._queued.setdefault(key, set()).update(pages.tolist())
         self._pending_pages += len(pages)
         if self._pending_pages > PENDING_PAGES:
             self._flush()
@@ -95,7 +89,6 @@ class ContentOracle:
                 self._first_capacity = 0
             seen.add(parts[0] if len(parts) == 1 else np.concatenate(parts))
         self._pending.clear()
-        self._queued.clear()
         self._pending_pages = 0
 
     @staticmethod
@@ -118,41 +111,38 @@ class ContentOracle:
 
     def lengths(self, key: NamespaceKey, tokens: Sequence[int] | np.ndarray, cap: int,
                 chain: PageChain | None = None) -> tuple[int, int, int]:
-        """(S_any, S_ns, S_sem) in tokens for tokens[:cap], page aligned. Reads each key's
-        set and its queued pages together (module docstring)."""
-        if not self._seen and not self._queued:
+        """(S_any, S_ns, S_sem) in tokens for tokens[:cap], page aligned."""
+        if self._pending:
+            self._flush()
+        if not self._seen:
             return 0, 0, 0
         values, n, _ = self._hasher.page_hashes(tokens, cap, chain)
         if not n:
             return 0, 0, 0
-        s_sem = self._longest(self._seen.get(key), self._queued.get(key), values, n)
+        s_sem = self._longest(self._seen.get(key), values, n)
         s_ns = s_sem
         s_any = s_sem
-        for other in self._seen.keys() | self._queued.keys():
+        for other, seen in self._seen.items():
             if other == key:
                 continue
-            length = self._longest(self._seen.get(other), self._queued.get(other), values, n)
+            length = self._longest(seen, values, n)
             s_any = max(s_any, length)
             if other[0] == key[0]:
                 s_ns = max(s_ns, length)
         return s_any * self.page_size, s_ns * self.page_size, s_sem * self.page_size
 
     @staticmethod
-    def _longest(seen: HashSet | None, queued: set[int] | None, values: np.ndarray,
-                 n: int) -> int:
+    def _longest(seen: HashSet | None, values: np.ndarray, n: int) -> int:
         """Number of leading page hashes of values[:n] present. Prefix-closed (a record's
         `known` is a prefix its key already holds), so binary search works: about log2(n)
         scalar probes of ~1 us (12 us a call on the shipped trace, where one vectorized
         lookup of all n pages costs ~80 us)."""
-        if not seen and not queued:
+        if not seen:
             return 0
-        seen = seen or ()
-        queued = queued or ()
         low, high = 0, n
         while low < high:
             mid = (low + high + 1) // 2
-            value = values.item(mid - 1)
-            if value in seen or value in queued:
+            if values.item(mid - 1) in seen:
                 low = mid
             else:
                 high = mid - 1
