@@ -10,7 +10,9 @@ process so that wall time and peak RSS are the process's own:
     kvctl, instrumentation off  (EngineConfig.instrument=False), on the first pool only
 
 and prints, measured in this run: loop time ratio kvctl / bare (target <= 2.0), whole-process
-wall of kvctl (target <= 30 s on the full trace), peak RSS ratio kvctl / bare (<= 1.5),
+wall of kvctl (issue 29: <= 40 s unbounded, <= 50 s at the default pool, on the full trace;
+with the child's CPU seconds and the load average, since a shared machine stretches wall
+time), peak RSS ratio kvctl / bare (<= 1.5),
 start-up to the first engine step (<= 3 s), and instrumentation on / off (<= 1.05); then
 `kvctl replay --limit 1` end to end. Speed is reported, never enforced.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -36,7 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "examples" / "traces" / "mooncake" / "conversation_trace.jsonl"
-TARGETS = {"loop_ratio": 2.0, "wall_s": 30.0, "rss_ratio": 1.5, "startup_s": 3.0, "instrument": 1.05}
+TARGETS = {"loop_ratio": 2.0, "rss_ratio": 1.5, "startup_s": 3.0, "instrument": 1.05}
+WALL_TARGETS = {"0": 40.0, "default": 50.0}  # issue 29, full trace, whole process
 
 
 def child_kvctl(args: argparse.Namespace) -> dict:
@@ -71,6 +75,7 @@ def child_kvctl(args: argparse.Namespace) -> dict:
             "pool_tokens": doc["settings"]["pool_tokens"], "steps": doc["steps"],
             "hit_rate": doc["hit_rate"], "evictions": doc["evictions"],
             "integrity_ok": doc["integrity_ok"],
+            "cpu_s": time.process_time() - cpu_started,
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -171,8 +176,11 @@ def main() -> int:
               f"integrity {'ok' if kv['integrity_ok'] else 'FAILED'}")
         print(f"  loop        kvctl {kv['loop_s']:7.1f} s   bare {bare['loop_s']:7.1f} s   "
               f"ratio {ratio:5.2f}  (target <= {TARGETS['loop_ratio']})  {verdict(ratio, TARGETS['loop_ratio'])}")
+        wall_target = WALL_TARGETS.get(pool)
         print(f"  process     kvctl {kv['wall_s']:7.1f} s   bare {bare['wall_s']:7.1f} s   "
-              f"(target <= {TARGETS['wall_s']:.0f} s for the full trace)  {verdict(kv['wall_s'], TARGETS['wall_s'])}")
+              f"kvctl CPU {kv['cpu_s']:.1f} s   load average {os.getloadavg()[0]:.1f}"
+              + (f"  (target <= {wall_target:.0f} s for the full trace)  "
+                 f"{verdict(kv['wall_s'], wall_target)}" if wall_target else ""))
         print(f"  peak RSS    kvctl {kv['rss_mb']:7.0f} MB  bare {bare['rss_mb']:7.0f} MB  "
               f"ratio {rss:5.2f}  (target <= {TARGETS['rss_ratio']})  {verdict(rss, TARGETS['rss_ratio'])}")
         print(f"  start-up to first step {kv['startup_s']:.2f} s (CPU {kv['startup_cpu_s']:.2f} s)  "

@@ -333,9 +333,10 @@ class Admission:
 
     # ---- after the step: SGLang's update_running_batch bookkeeping ---------------------
 
-    def on_decode(self, retracted: bool, kept: list) -> None:
+    def on_decode(self, retracted: bool, kept) -> None:
         """scheduler.py update_running_batch: after a retraction the ratio is
-        retract_decode's estimate over the kept requests; else one decay step."""
+        retract_decode's estimate over the kept requests (`kept`, read only then); else
+        one decay step."""
         from sglang.srt.managers.scheduler_components.new_token_ratio_tracker import (
             NewTokenRatioTracker,
         )

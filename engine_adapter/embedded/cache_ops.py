@@ -156,9 +156,14 @@ class DirectCache:
 
     def jump_pages(self, committed: np.ndarray, steps: int) -> np.ndarray:
         """Cumulative new pages that `steps` single decode steps would take from committed
-        lengths `committed`: element j is the pages taken by steps 1..j (element 0 is 0)."""
-        offsets = np.arange(steps, dtype=np.int64)[:, None]
-        per_step = ((committed[None, :] + offsets) % self.page == 0).sum(axis=1)
+        lengths `committed`: element j is the pages taken by steps 1..j (element 0 is 0).
+
+        Step j + 1 (0-based offset j) takes a page for each request whose length c + j is
+        a multiple of the page, i.e. whose residue (-c) mod page equals j mod page: one
+        count per residue, O(batch + steps), not a (steps x batch) table."""
+        page = self.page
+        per_residue = np.bincount((-committed) % page, minlength=page)
+        per_step = per_residue[np.arange(steps, dtype=np.int64) % page]
         return np.concatenate([[0], np.cumsum(per_step)])
 
     def decode_many(self, kvs: list, rows: np.ndarray, committed: np.ndarray, steps: int) -> None:

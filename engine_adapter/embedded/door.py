@@ -18,12 +18,14 @@ f-strings, copied. A refused request holds nothing and outputs nothing; the repl
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
-from engine_adapter.embedded.config import EngineConfig
 import numpy as np
 
-from engine_adapter.embedded.requests import FinishedRecord, RequestSpec
+from engine_adapter.embedded.config import EngineConfig
+from engine_adapter.embedded.prefill import build_req, namespace_label
+from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
 
 
 def door(spec: RequestSpec, config: EngineConfig, allocator) -> tuple[str | None, int]:
@@ -61,3 +63,23 @@ def rejected_record(spec: RequestSpec, clock_s: float, reason: str) -> FinishedR
                           output_ids=np.empty(0, dtype=np.int64), prompt_tokens=len(spec.tokens),
                           hit_tokens=0, ttft_s=0.0, itl_s=np.empty(0, dtype=np.float64),
                           queue_s=0.0, rejected=reason)
+
+
+def admit_arrivals(st, config: EngineConfig, rejected: list[FinishedRecord]) -> None:
+    """Requests due by `st.clock_s` pass the door and join the waiting queue (scheduler.py
+    _add_request_to_queue appends), or are refused: their records go to `rejected` and
+    `st.finished`. Mutates `st` (future, waiting, by_rid, finished) and `rejected`."""
+    for spec in st.pop_due():
+        reason, max_new = door(spec, config, st.sg.allocator)
+        if reason is not None:
+            record = rejected_record(spec, st.clock_s, reason)
+            rejected.append(record)
+            st.finished.append(record)
+            continue
+        if max_new != spec.max_new_tokens:
+            spec = dataclasses.replace(spec, max_new_tokens=max_new)
+        label = namespace_label(spec.read_namespace, st.namespace_salt)
+        tracked = Tracked(spec=spec, make_req=build_req, namespace_label=label,
+                          key=(label, st.generation))
+        st.by_rid[spec.rid] = tracked
+        st.waiting.append(tracked)

@@ -16,9 +16,9 @@ callers serialize `step()` and `snapshot()` (the live runner does).
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -28,10 +28,11 @@ from engine_adapter.embedded.decode import Decode
 from engine_adapter.embedded.decode_direct import DirectDecode
 from engine_adapter.embedded.faults import FaultInjector
 from engine_adapter.embedded.hicache import check_events
+from engine_adapter.embedded.jumps import JumpPlanner
 from engine_adapter.embedded.oracle import ContentOracle, NullOracle
-from engine_adapter.embedded.door import door, rejected_record
-from engine_adapter.embedded.prefill import Prefill, build_req, namespace_label
-from engine_adapter.embedded.requests import FinishedRecord, RequestSpec, Tracked
+from engine_adapter.embedded.door import admit_arrivals
+from engine_adapter.embedded.prefill import Prefill
+from engine_adapter.embedded.requests import FinishedRecord, RequestSpec
 from engine_adapter.embedded.retention import Retention
 from engine_adapter.embedded.sglang_runtime import SGLangComponents, build_components
 from engine_adapter.embedded.snapshot_builder import SnapshotBuilder
@@ -55,6 +56,9 @@ class StepReport:
     evictable_tokens: int = 0  # tree evictable tokens after the step
     idle: bool = False
     steps: int = 1  # scheduling steps this report stands for (> 1: a decode jump)
+    # (clock_s, free_tokens, evictable_tokens) at the end of the first of `steps`, when that
+    # step was a prefill round's decode step merged into the jump after it (`merge_check`)
+    first: tuple[float, int, int] | None = None
 
 
 class EmbeddedEngine:
@@ -97,6 +101,7 @@ class EmbeddedEngine:
         else:
             self.decode = DirectDecode(self._st, self.retention, cache)
             self._jumps = config.decode_jumps
+        self.jumps = JumpPlanner(self._st, self.decode, self.prefill.admission, self._jumps)
         self.faults = FaultInjector(self._st)
         self.model = None
         if config.tiny_model:
@@ -108,6 +113,9 @@ class EmbeddedEngine:
         self._started_wall = time.monotonic()
         self._rollbacks_in_a_row = 0
         self._rejected: list[FinishedRecord] = []
+        # (clock before, after) of a round's decode step -> may it start the jump after it
+        # (jumps.py; StepReport.first then carries its end state)? None: never. The runner's.
+        self.merge_check: Callable[[float, float], bool] | None = None
 
     # ---- workload ----------------------------------------------------------------------
 
@@ -152,7 +160,7 @@ class EmbeddedEngine:
         step; 3. else decode (check_decode_mem, retract_decode when short, the
         new_token_ratio, prepare_for_decode); 4. tokens, finishes, the clock.
         On the direct path, when no prefill round can run, one call may run several decode
-        steps (`StepReport.steps`), never past the next arrival or `horizon_s`."""
+        steps (`StepReport.steps`, jumps.py), never past the next arrival or `horizon_s`."""
         st = self._st
         st.finished = []
         start = st.clock_s
@@ -164,13 +172,16 @@ class EmbeddedEngine:
             if not self._jump_to_next_event():
                 return self._report(start, 0, 0, idle=True)
             self._arrivals()
-        if (self._jumps and st.running and not st.reloading
-                and not self.prefill.admission.prefill_wanted()):
-            clocks = self.decode.jump_steps(self._next_event_s(horizon_s))
-            if len(clocks) > 1:
-                return self._decode_jump(clocks, start)
+        clocks = self.jumps.clocks(horizon_s)  # jumps.py: when steps may run at once
+        if clocks:
+            return self._decode_jump(clocks, start)
         plan = self.prefill.schedule()
         decode_requests = 0
+        if (not plan.allocated and self.merge_check is not None
+                and st.last_rollback_step != st.counters.steps):
+            clocks = self.jumps.clocks(horizon_s)  # this round's decode step starts a jump
+            if clocks and self.merge_check(start, clocks[0]):
+                return self._decode_jump(clocks, start, first=self.jumps.first_state(clocks))
         if plan.allocated:  # SGLang runs the prefill batch first; decode waits a step
             first_tokens = (self.model.prefill(plan.batch, plan.members)
                             if self.model is not None and plan.batch is not None else None)
@@ -199,7 +210,9 @@ class EmbeddedEngine:
         shrinks = (st.counters.retractions, st.counters.allocation_failures)
         decode_requests, decode_context = self.decode.prepare()
         retracted = (st.counters.retractions, st.counters.allocation_failures) != shrinks
-        self.prefill.admission.on_decode(retracted, [t.req for t in st.running.values()])
+        # the kept requests matter only after a retraction (their list costs O(batch))
+        self.prefill.admission.on_decode(
+            retracted, [t.req for t in st.running.values()] if retracted else ())
         if not decode_requests:
             return 0
         decode_tokens = (self.model.decode(st.running_batch)
@@ -211,20 +224,17 @@ class EmbeddedEngine:
         return decode_requests
 
     def _report(self, start: float, prefill_tokens: int, decode_requests: int, *,
-                idle: bool = False, steps: int = 1) -> StepReport:
+                idle: bool = False, steps: int = 1,
+                first: tuple[float, int, int] | None = None) -> StepReport:
         st = self._st
         return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start,
                           prefill_tokens=prefill_tokens, decode_requests=decode_requests,
-                          finished=tuple(st.finished), idle=idle, steps=steps,
+                          finished=tuple(st.finished), idle=idle, steps=steps, first=first,
                           free_tokens=st.sg.allocator.available_size(),
                           evictable_tokens=st.sg.tree_cache.evictable_size())
 
-    def _next_event_s(self, horizon_s: float | None) -> float | None:
-        """The earliest time at which something other than decoding becomes due."""
-        arrival = self._st.future[0][0] if self._st.future else None
-        return min((t for t in (horizon_s, arrival) if t is not None), default=None)
-
-    def _decode_jump(self, clocks: list[float], start: float) -> StepReport:
+    def _decode_jump(self, clocks: list[float], start: float, *,
+                     first: tuple[float, int, int] | None = None) -> StepReport:
         """len(clocks) decode-only steps in one allocation (DirectDecode.advance); the
         new_token_ratio decays once per step, as update_running_batch's would."""
         st, finished_before = self._st, self._st.counters.requests_finished
@@ -235,7 +245,7 @@ class EmbeddedEngine:
             self.prefill.admission.on_batch_shrunk()
         st.counters.steps += len(clocks)
         self._rollbacks_in_a_row = 0
-        return self._report(start, 0, decode_requests, steps=len(clocks))
+        return self._report(start, 0, decode_requests, steps=len(clocks), first=first)
 
     def run_until_idle(self, max_steps: int | None = None) -> list[FinishedRecord]:
         """Step until no work is left (or `max_steps`); returns every finished record."""
@@ -248,23 +258,8 @@ class EmbeddedEngine:
         return finished
 
     def _arrivals(self) -> None:
-        """Due requests pass SGLang's door (door.py) and join the waiting
-        queue (scheduler.py _add_request_to_queue appends), or are refused."""
-        st = self._st
-        for spec in st.pop_due():
-            reason, max_new = door(spec, self.config, st.sg.allocator)
-            if reason is not None:
-                record = rejected_record(spec, st.clock_s, reason)
-                self._rejected.append(record)
-                st.finished.append(record)
-                continue
-            if max_new != spec.max_new_tokens:
-                spec = dataclasses.replace(spec, max_new_tokens=max_new)
-            label = namespace_label(spec.read_namespace, st.namespace_salt)
-            tracked = Tracked(spec=spec, make_req=build_req, namespace_label=label,
-                              key=(label, st.generation))
-            st.by_rid[spec.rid] = tracked
-            st.waiting.append(tracked)
+        """Due requests pass SGLang's door and queue, or are refused (door.py)."""
+        admit_arrivals(self._st, self.config, self._rejected)
 
     def _jump_to_next_event(self) -> bool:
         """Advance the idle clock to the next arrival or reload completion."""

@@ -359,10 +359,22 @@ class _Loop:
         self.peaks.observe(first.ledger.free_tokens, first.ledger.evictable_tokens,
                           first.virtual_time_s)
         self.timeline.add(row_from(0, first, None))
+        engine.merge_check = self.can_merge
+
+    def can_merge(self, before_s: float, after_s: float) -> bool:
+        """Whether a step from `before_s` to `after_s` may reach `on_step` merged into the
+        report after it: when it would not be sampled (its end state, `StepReport.first`,
+        still counts in the peaks and means)."""
+        return not self.timeline.would_want(before_s, after_s)
 
     def on_step(self, report) -> None:
         before = self.steps
         self.steps += report.steps  # a decode jump stands for several steps
+        if report.first is not None:  # a step merged into this report: as if reported alone
+            clock_s, free, evictable = report.first
+            self.peaks.observe(free, evictable, clock_s)
+            self.timeline.wants_between(self.clock_s, clock_s)  # False (can_merge said so)
+            self.clock_s = clock_s
         for record in report.finished:
             if record.rejected is None:
                 self.latency.add(record)

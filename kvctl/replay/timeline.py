@@ -117,6 +117,10 @@ class TimelineRecorder:
         """The grid the kept rows lie on: 0.0 when every step reported was kept."""
         return self.every_s if self._skipped else 0.0
 
+    def would_want(self, before_s: float, after_s: float) -> bool:
+        """What `wants_between` would answer, without counting a refusal."""
+        return self.every_s == 0 or after_s // self.every_s > before_s // self.every_s
+
     def wants_between(self, before_s: float, after_s: float) -> bool:
         """Whether the clock crossed a multiple of every_s in (before_s, after_s] (a step
         may cross several); always at every_s = 0. A refusal counts as a skipped step."""

@@ -6,7 +6,9 @@ pool small enough to evict) is replayed three times on fresh engines with the sa
     exact   EngineConfig(exact_batches=True): SGLang's ScheduleBatch.prepare_for_extend /
             check_decode_mem / retract_decode / prepare_for_decode every step (the oracle)
     direct  the direct cache path (embedded/cache_ops.py), one decode step per step
-    jump    the direct path with event-driven decode jumps (what `kvctl replay` runs)
+    jump    the direct path with event-driven decode jumps, a prefill round's decode step
+            merged into the jump after it when no round would run in between (what
+            `kvctl replay` runs: `EmbeddedEngine.merge_check`)
 
 `tests/integration/call_log.py` wraps the cache-changing methods of the engine's own
 SGLang tree, allocator and row pool, and records the engine's calls into SGLang's
@@ -62,6 +64,8 @@ def replay(workload: str, limit: int, pool: int | None, mode: str) -> dict:
                                       exact_batches=mode == "exact"))
     config = dataclasses.replace(prepared.config, decode_jumps=mode == "jump", namespace_salt="fixed")
     engine = EmbeddedEngine(config)
+    if mode == "jump":  # as `kvctl replay` runs: a round's decode step may start the jump
+        engine.merge_check = lambda before_s, after_s: True
     log = CallLog().attach(engine)
     records = {}
 
