@@ -1,7 +1,7 @@
 """A real SGLang server with kvctl's plugin loaded, for a test module's fixture.
 
-    with plugin_server(tmp_dir, extra_args=(...), env={"KVCTL_PLUGIN_LEDGER_S": "0.2"}) as s:
-        s.plugin_url   # http://127.0.0.1:PORT, the plugin's own endpoint
+    with started_plugin_server(tmp_dir, extra_args=(...), env={...}) as server:
+        server.plugin_url   # http://127.0.0.1:PORT, the plugin's own endpoint
 
 KVCTL_SGLANG_PLUGIN=1 and a free KVCTL_PLUGIN_PORT are set here; `env` adds the module's
 cadences and switches. Skips (a failure under CI=true, tests/conftest.py) when SGLang's
@@ -20,7 +20,7 @@ from e2e.sglang_server import SGLangServer, free_port, skip_reason
 
 
 @contextmanager
-def plugin_server(workdir: Path, *, extra_args: Sequence[str] = (),
+def started_plugin_server(workdir: Path, *, extra_args: Sequence[str] = (),
                   env: Mapping[str, str] | None = None) -> Iterator[SGLangServer]:
     if reason := skip_reason():
         pytest.skip(reason)

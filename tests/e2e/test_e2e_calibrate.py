@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from e2e.kvctl_cli import kvctl
-from e2e.plugin_server import plugin_server
+from e2e.plugin_server import started_plugin_server
 from e2e.sglang_server import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -27,10 +27,11 @@ TRACE = "examples/traces/mooncake/conversation_trace.jsonl"
 
 @pytest.fixture(scope="module")
 def calib_server(tmp_path_factory):
-    with plugin_server(tmp_path_factory.mktemp("sglang-calibrate"),
-                       extra_args=("--context-length", "2048", "--max-total-tokens", "4096"),
-                       env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1",
-                            "KVCTL_RECORD": "1"}) as server:
+    with started_plugin_server(tmp_path_factory.mktemp("sglang-calibrate"),
+                               extra_args=("--context-length", "2048",
+                                           "--max-total-tokens", "4096"),
+                               env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1",
+                                    "KVCTL_RECORD": "1"}) as server:
         yield server
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from e2e.kvctl_cli import kvctl_json
 from e2e.prometheus_proc import Prometheus, wait_for
-from e2e.plugin_server import plugin_server
+from e2e.plugin_server import started_plugin_server
 from e2e.sglang_server import ROOT
 from support.dashboard_queries import HICACHE_METRIC, panel_queries
 from support.telemetry_fixtures import ExporterProcess
@@ -33,9 +33,10 @@ HICACHE_ARGS = ("--enable-hierarchical-cache", "--hicache-ratio", "2",
 
 @pytest.fixture(scope="module")
 def hicache_server(tmp_path_factory):
-    with plugin_server(tmp_path_factory.mktemp("sglang-hicache"), extra_args=HICACHE_ARGS,
-                       env={"KVCTL_PLUGIN_LEDGER_S": "0.2",
-                            "KVCTL_PLUGIN_TREE_S": "0.2"}) as server:
+    with started_plugin_server(tmp_path_factory.mktemp("sglang-hicache"),
+                               extra_args=HICACHE_ARGS,
+                               env={"KVCTL_PLUGIN_LEDGER_S": "0.2",
+                                    "KVCTL_PLUGIN_TREE_S": "0.2"}) as server:
         yield server
 
 

@@ -24,7 +24,7 @@ import urllib.request
 import pytest
 
 from e2e.kvctl_cli import kvctl, kvctl_json, shared_prefix_prompts
-from e2e.plugin_server import plugin_server
+from e2e.plugin_server import started_plugin_server
 from e2e.sglang_server import PAGE, ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -39,10 +39,10 @@ def plugin_server(tmp_path_factory):
     recording on
     (KVCTL_RECORD=1, blocks of the server's page) for test_record_...: its context is 1,024
     tokens (the pool's size) so that a prompt can hold a whole block."""
-    with plugin_server(tmp_path_factory.mktemp("sglang-plugin"),
-                       extra_args=("--context-length", "1024"),
-                       env={"KVCTL_PLUGIN_LEDGER_S": "0.2", "KVCTL_PLUGIN_TREE_S": "0.2",
-                            "KVCTL_RECORD": "1"}) as server:
+    with started_plugin_server(tmp_path_factory.mktemp("sglang-plugin"),
+                               extra_args=("--context-length", "1024"),
+                               env={"KVCTL_PLUGIN_LEDGER_S": "0.2", "KVCTL_PLUGIN_TREE_S": "0.2",
+                                    "KVCTL_RECORD": "1"}) as server:
         yield server
 
 

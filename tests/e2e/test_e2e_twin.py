@@ -16,7 +16,7 @@ import json
 import pytest
 
 from e2e.kvctl_cli import kvctl
-from e2e.plugin_server import plugin_server
+from e2e.plugin_server import started_plugin_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def twin_server(tmp_path_factory):
     """The e2e server's settings (page 4, context 512) plus kvctl's plugin."""
-    with plugin_server(tmp_path_factory.mktemp("sglang-twin")) as server:
+    with started_plugin_server(tmp_path_factory.mktemp("sglang-twin")) as server:
         yield server
 
 

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 
 from e2e.kvctl_cli import kvctl, shared_prefix_prompts
-from e2e.plugin_server import plugin_server
+from e2e.plugin_server import started_plugin_server
 from e2e.sglang_server import PAGE
 from support.telemetry_fixtures import ExporterProcess
 
@@ -32,10 +32,10 @@ def whatif_server(tmp_path_factory):
     """A real server with the plugin and its what-if shadow at rate 1."""
     # --mem-fraction-static 0.3 (the pool stays --max-total-tokens): on a busy shared machine
     # free memory moves during start-up and SGLang refuses 0.05 ("no memory for the KV cache")
-    with plugin_server(tmp_path_factory.mktemp("sglang-whatif"),
-                       extra_args=("--mem-fraction-static", "0.3"),
-                       env={"KVCTL_PLUGIN_LEDGER_S": "0.2",
-                            "KVCTL_PLUGIN_WHATIF_RATE": "1"}) as server:
+    with started_plugin_server(tmp_path_factory.mktemp("sglang-whatif"),
+                               extra_args=("--mem-fraction-static", "0.3"),
+                               env={"KVCTL_PLUGIN_LEDGER_S": "0.2",
+                                    "KVCTL_PLUGIN_WHATIF_RATE": "1"}) as server:
         yield server
 
 
