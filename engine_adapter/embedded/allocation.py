@@ -37,6 +37,7 @@ class PrefillPlan:
     batch: object | None = None  # sglang ScheduleBatch, on the exact-batches path only
     members: list[Tracked] = field(default_factory=list)
     computed_tokens: int = 0
+    loaded_tokens: int = 0  # K/V tokens HiCache loaded host -> device for it (hicache.py)
     out_cache_loc: object | None = None
     extend_lens: list[int] = field(default_factory=list)
 
@@ -64,22 +65,24 @@ class Allocation:
         reqs = [t.req for t in chosen]
         try:
             if self.cache is not None:
-                start_loading(st.sg.tree_cache)  # the load-backs admission queued (hicache.py)
+                # the load-backs admission queued (hicache.py)
+                plan.loaded_tokens = start_loading(st.sg.tree_cache)
                 plan.out_cache_loc, plan.extend_lens = self.cache.extend(reqs)
             else:
-                plan.batch = self._prepare_batch(reqs)
+                plan.batch, plan.loaded_tokens = self._prepare_batch(reqs)
                 plan.out_cache_loc, plan.extend_lens = plan.batch.out_cache_loc, plan.batch.extend_lens
         except RuntimeError as err:
             if not is_out_of_memory(err):
                 raise
-            plan.batch = None
+            plan.batch, plan.loaded_tokens = None, 0  # no prefill step to price its loads in
             st.counters.allocation_failures += 1
             self._rollback(chosen, origins)
             return False
         return True
 
     def _prepare_batch(self, reqs: list):
-        """The exact-batches path: a ScheduleBatch and its prepare_for_extend()."""
+        """The exact-batches path: a ScheduleBatch and its prepare_for_extend(); returns it
+        and the tokens HiCache loaded back for it."""
         import torch
         from sglang.srt.managers.schedule_batch import ScheduleBatch
         from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -89,11 +92,11 @@ class Allocation:
             reqs, sg.req_to_token_pool, sg.allocator, sg.tree_cache, sg.model_config,
             False, SpeculativeAlgorithm.NONE,
         )
-        start_loading(sg.tree_cache)  # scheduler.py: init_new, ready_to_load_host_cache, prepare
+        loaded = start_loading(sg.tree_cache)  # scheduler.py: init_new, ready_to_load_host_cache, prepare
         with stdout_to_stderr():
             batch.prepare_for_extend()
         batch.output_ids = torch.zeros(len(reqs), dtype=torch.int64, device=batch.device)
-        return batch
+        return batch, loaded
 
     def _rollback(self, chosen: list[Tracked], origins: list[str]) -> None:
         """Undo admissions whose allocation failed: request rows, locks, queue positions.

@@ -59,6 +59,7 @@ class StepReport:
     # (clock_s, free_tokens, evictable_tokens) at the end of the first of `steps`, when that
     # step was a prefill round's decode step merged into the jump after it (`merge_check`)
     first: tuple[float, int, int] | None = None
+    loaded_tokens: int = 0  # K/V tokens HiCache loaded host -> device for this step's prefill
 
 
 class EmbeddedEngine:
@@ -185,7 +186,8 @@ class EmbeddedEngine:
         if plan.allocated:  # SGLang runs the prefill batch first; decode waits a step
             first_tokens = (self.model.prefill(plan.batch, plan.members)
                             if self.model is not None and plan.batch is not None else None)
-            st.clock_s += st.cost.step_seconds(plan.computed_tokens, 0, 0, plan.members)
+            st.clock_s += st.cost.step_seconds(plan.computed_tokens, 0, 0, plan.members,
+                                               loaded_tokens=plan.loaded_tokens)  # HiCache's
             self.prefill.complete(plan, first_tokens)
             if any(st.running.get(t.req.rid) is not t for t in plan.members):
                 self.prefill.admission.on_batch_shrunk()  # last_batch.filter_batch shrank it
@@ -202,7 +204,7 @@ class EmbeddedEngine:
                 self._resolve_stall()
         if not rolled_back:
             self._rollbacks_in_a_row = 0
-        return self._report(start, plan.computed_tokens, decode_requests)
+        return self._report(start, plan.computed_tokens, decode_requests, loaded=plan.loaded_tokens)
 
     def _decode(self) -> int:
         """One decode step (update_running_batch, the forward); returns its batch size."""
@@ -225,11 +227,12 @@ class EmbeddedEngine:
 
     def _report(self, start: float, prefill_tokens: int, decode_requests: int, *,
                 idle: bool = False, steps: int = 1,
-                first: tuple[float, int, int] | None = None) -> StepReport:
+                first: tuple[float, int, int] | None = None, loaded: int = 0) -> StepReport:
         st = self._st
         return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start,
                           prefill_tokens=prefill_tokens, decode_requests=decode_requests,
                           finished=tuple(st.finished), idle=idle, steps=steps, first=first,
+                          loaded_tokens=loaded,
                           free_tokens=st.sg.allocator.available_size(),
                           evictable_tokens=st.sg.tree_cache.evictable_size())
 

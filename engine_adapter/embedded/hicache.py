@@ -91,10 +91,16 @@ def check_events(tree_cache: Any) -> None:
 
 def start_loading(tree_cache: Any) -> int:
     """_get_new_batch_prefill_raw's `ready_to_load_host_cache()` for a new prefill batch:
-    issue the load-backs `init_load_back` queued during admission (-1: none queued)."""
-    if getattr(tree_cache, "cache_controller", None) is None:
-        return -1
-    return tree_cache.ready_to_load_host_cache()
+    issue the load-backs `init_load_back` queued during admission. Returns the K/V tokens
+    this call sent host -> device (0: none queued, or no HiCache), read from the ack
+    SGLang's `start_loading` appends for the merged load (managers/cache_controller.py:
+    `HiCacheAck.num_tokens_by_pool[anchor]`), the figure the plugin's reader adds to
+    `loaded_tokens` when `loading_check` reaps that ack."""
+    controller = getattr(tree_cache, "cache_controller", None)
+    if controller is None or tree_cache.ready_to_load_host_cache() < 0:
+        return 0
+    anchor = controller.mem_pool_host.anchor_entry.name.value  # "kv"
+    return (controller.ack_load_queue[-1].num_tokens_by_pool or {}).get(anchor, 0)
 
 
 def split_tiers(req: Any) -> None:

@@ -15,7 +15,8 @@ with every c >= 0 (seconds per unit). A step with nothing to compute costs 0, as
 roofline. `FittedCostModel` offers the roofline's interface: `step_seconds` (with the
 prefill part's requests, when the caller passes them, for the attention term),
 `prefill_seconds`; host-link transfers and bytes stay the roofline's (a server's steps say
-nothing about its host link).
+nothing about its host link). A step's HiCache load-back is not in the fitted price: no
+regressor measures it, so `step_seconds` takes `loaded_tokens` and ignores it.
 """
 
 from __future__ import annotations
@@ -97,9 +98,11 @@ class FittedCostModel:
         return f"fitted ({self.step.source or 'step-cost model'})"
 
     def step_seconds(self, prefill_tokens: int, decode_requests: int, decode_context_tokens: int,
-                     prefill_members: Iterable[Any] | None = None) -> float:
+                     prefill_members: Iterable[Any] | None = None, *,
+                     loaded_tokens: int = 0) -> float:
         """Fitted duration of one step. Without `prefill_members` the prefill part is priced
-        as one request with no cached prefix (an upper bound on its attention)."""
+        as one request with no cached prefix (an upper bound on its attention).
+        `loaded_tokens` (HiCache load-back) is not priced: the fit has no term for it."""
         if prefill_members is not None:
             requests, pairs = prefill_shape(prefill_members)
         else:
