@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from e2e.sglang_server import ROOT, skip_reason
+from support.signals import sigint_default
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -43,6 +44,16 @@ def _read_line(stream, timeout_s: float) -> str:
     return got[0] if got else ""
 
 
+def _kill_group(pid: int | None) -> None:
+    """SIGKILL the sandbox server's process group (it runs in its own session)."""
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.fixture
 def need_server():
     if reason := skip_reason():
@@ -54,7 +65,9 @@ def test_sandbox_json_port_0_serves_then_stops_cleanly_on_sigint(need_server):
     /healthz is ok and /snapshot holds a ledger of the sandbox's pool; SIGINT ends kvctl
     with exit 0, nothing more on stdout, the server's process gone, its temp dir removed."""
     proc = subprocess.Popen([sys.executable, "-m", "kvctl", "sandbox", "--json", "--port", "0"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
+    doc: dict = {}
     try:
         line = _read_line(proc.stdout, 480)
         assert line, f"no ready line; stderr: {proc.stderr.read() if proc.poll() else ''}"
@@ -72,6 +85,7 @@ def test_sandbox_json_port_0_serves_then_stops_cleanly_on_sigint(need_server):
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+            _kill_group(doc.get("pid"))  # kvctl, killed, could not stop its server
     assert proc.returncode == 0, err
     assert out == ""  # the ready line was the only one
     server_pid = doc["pid"]

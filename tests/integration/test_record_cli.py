@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from engine_adapter.recording.tap import RecordingTap
 from kvctl.cli.app import app
 from kvctl.record.writer import meta_path
+from support.signals import sigint_default
 
 pytestmark = pytest.mark.integration
 
@@ -151,7 +152,7 @@ def test_ctrl_c_writes_what_was_recorded(tmp_path, sglang_ready):
         proc = subprocess.Popen(
             [sys.executable, "-m", "kvctl", "record", "--url", endpoint.url, "--out", str(out),
              "--interval", "0.1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(REPO)}, text=True)
+            env={**os.environ, "PYTHONPATH": str(REPO)}, text=True, preexec_fn=sigint_default)
         deadline = time.monotonic() + 60
         while tap.read().records and time.monotonic() < deadline:  # until it has acked them
             time.sleep(0.1)

@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvctl.cli.app import app
+from support.signals import sigint_default
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -219,7 +220,8 @@ def test_ctrl_c_cancels_the_tasks_and_writes_nothing(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvctl", "replay", HEAD, "--limit", "8", *GRID, "--executor",
          "ray", "--out", str(out), "--json"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=sigint_default)
     kvctl = psutil.Process(proc.pid)
     try:
         deadline = time.monotonic() + 240
