@@ -26,6 +26,12 @@ IMAGE_NAMES = HERE / "image-names.txt"
 DEVICE_LIMIT = 64 * 1024 * 1024  # device tool README, Limits: the tree that travels
 
 
+def recorded_bytes(path: Path = WHEELS) -> int:
+    """The set's total size as `# set bytes: N` in the manifest records it (0 if absent)."""
+    found = re.search(r"^# set bytes: (\d+)$", path.read_text(), re.MULTILINE)
+    return int(found.group(1)) if found else 0
+
+
 def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -117,6 +123,9 @@ def main(argv: list[str]) -> int:
             print(f"wheel_set: {exc}", file=sys.stderr)
             return 1
         total = sum(sizes.values())
+        if total != recorded_bytes():
+            print(f"wheel_set: the set is {total} bytes, wheels.txt records "
+                  f"{recorded_bytes()}: update its '# set bytes:' line", file=sys.stderr)
         print(f"wheels {total} bytes + tree {args.tree_bytes} bytes = "
               f"{total + args.tree_bytes} of {args.limit}: {len(carries)} carr"
               f"{'y' if len(carries) == 1 else 'ies'}")

@@ -8,6 +8,7 @@ tests/integration/test_gpu_wheel_closure.py checks the set against what the chec
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gpu.wheel_set import (  # noqa: E402
+    DEVICE_LIMIT,
     IMAGE_NAMES,
     WHEELS,
     normalise,
@@ -24,6 +26,7 @@ from benchmarks.gpu.wheel_set import (  # noqa: E402
     prune,
     read_names,
     read_pins,
+    recorded_bytes,
     uncovered,
 )
 
@@ -89,3 +92,24 @@ def test_prune_keeps_one_pinned_version_and_reports_missing(tmp_path):
     assert missing == ["orjson"]
     assert [p.name for p in tmp_path.iterdir()] == [
         "sglang-0.5.23-cp312-cp312-manylinux_2_34_x86_64.whl"]
+
+
+def _travelling_tree_bytes() -> int:
+    """What a device call carries of the tree: the files git tracks or does not ignore
+    (gpu_wheels.sh's `size` step counts the same)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout
+    paths = (ROOT / name for name in listed.decode().split("\0") if name)
+    return sum(path.stat().st_size for path in paths if path.is_file())
+
+
+@pytest.mark.unit
+def test_the_tree_and_the_recorded_wheel_set_fit_one_device_call():
+    """The GPU check is one call carrying the tree and the set (docs/gpu-check.md): the
+    tree as it stands plus the set's recorded bytes stays under the 64 MiB a call carries.
+    Fails when the tree outgrows the margin (see "If the carry is too big")."""
+    wheels = recorded_bytes()
+    assert wheels > 50_000_000  # the manifest records the set (SGLang's wheel alone is 39 MB)
+    tree = _travelling_tree_bytes()
+    assert tree + wheels <= DEVICE_LIMIT, (
+        f"tree {tree} + wheels {wheels} = {tree + wheels} bytes > {DEVICE_LIMIT}")
