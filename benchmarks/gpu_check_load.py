@@ -133,14 +133,31 @@ def run_ledger(args) -> int:
     return 0 if busy_ok > 0 and bad == 0 else 1
 
 
-def plugin_counters(plugin_url: str) -> dict:
+def plugin_snapshot(plugin_url: str) -> dict:
     with urllib.request.urlopen(f"{plugin_url}/snapshot", timeout=30) as reply:
-        return json.loads(reply.read())["snapshot"]["counters"]
+        return json.loads(reply.read())["snapshot"]
+
+
+def plugin_counters(plugin_url: str) -> dict:
+    return plugin_snapshot(plugin_url)["counters"]
+
+
+def fresh_counters(plugin_url: str, wait_s: float = 15.0) -> dict:
+    """Counters from a sample the plugin took after this call began. The plugin samples on
+    its cadence (KVCTL_PLUGIN_LEDGER_S, idle loops too), so a read right after the server's
+    last request can predate that request's finish, and the load would then count it as
+    its own (seen: 17 finished for 16 requests after the launcher's warm-up request)."""
+    since = time.time()
+    while True:
+        snap = plugin_snapshot(plugin_url)
+        if snap["wall_time_s"] > since or time.time() - since > wait_s:
+            return snap["counters"]
+        time.sleep(0.1)
 
 
 def run_hits(args, settle_s: float = 30.0) -> int:
     """Plugin hit tokens over one load == the sum of SGLang's `meta_info.cached_tokens`."""
-    before = plugin_counters(args.plugin_url)
+    before = fresh_counters(args.plugin_url)
     replies: list[dict] = []
     report = run_load(args, replies)
     deadline = time.monotonic() + settle_s
