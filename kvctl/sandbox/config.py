@@ -30,7 +30,7 @@ class SandboxConfig:
     page_size: int = 4
     pool_tokens: int = 4096
     context_length: int = 1024
-    max_running: int = 8
+    max_running: int | None = 8  # None: no flag, SGLang resolves its own (resolve_max_num_reqs)
     dp_size: int = 1
     eviction: str = "lru"
     schedule_policy: str = "fcfs"
@@ -85,13 +85,20 @@ class SandboxConfig:
             # --max-total-tokens sizes the pool; the fraction is only SGLang's check that
             # memory did not shrink while it loaded (other processes, other DP ranks)
             "--context-length", str(self.context_length), "--mem-fraction-static", "0.3",
-            "--max-running-requests", str(self.max_running), "--enable-metrics",
+            *self._max_running_args(), "--enable-metrics",
             "--radix-eviction-policy", self.eviction, "--schedule-policy", self.schedule_policy,
             "--dp-size", str(self.dp_size),
             # SGLang's warm-up races a readiness flush; SandboxServer.start sends its own
             "--skip-server-warmup",
             "--kv-events-config", json.dumps(events), *self._hicache_args(), *self.extra_args,
         ]  # fmt: skip
+
+    def _max_running_args(self) -> tuple[str, ...]:
+        """--max-running-requests, or nothing: a stock server's own resolution
+        (`engine_adapter.embedded.config.sglang_default_max_running` states it)."""
+        if self.max_running is None:
+            return ()
+        return ("--max-running-requests", str(self.max_running))
 
     def _hicache_args(self) -> list[str]:
         """SGLang's HiCache flags (docs/hicache.md), with the only I/O backend and memory layout

@@ -4,7 +4,10 @@
     page_size              -> page_size
     max_total_num_tokens   -> pool_tokens                 (the pool the scheduler built)
     radix_eviction_policy  -> eviction_policy
-    max_running_requests   -> max_running_requests        (the scheduler's resolved value)
+    max_running_requests   -> max_running_requests        (the scheduler's resolved value:
+                                                          internal_states' effective_max_
+                                                          running_requests_per_dp when the
+                                                          flag was not given)
     chunked_prefill_size   -> chunked_prefill_size        -> token_budget (tokens per step)
     max_prefill_tokens     -> max_prefill_tokens          (dropped: no equivalent)
     schedule_policy        -> schedule_policy             (dropped; kvctl's is fcfs)
@@ -45,11 +48,26 @@ def unmapped_settings(server_info: dict) -> dict:
     return _split(server_info)[1]
 
 
+def resolved_max_running(server_info: dict) -> int | None:
+    """What the scheduler runs when --max-running-requests was not given: the top-level field
+    is then None (it echoes the flag) and each scheduler reports its own resolution
+    (`resolve_max_num_reqs`) as `internal_states[i].effective_max_running_requests_per_dp`.
+    Rank 0's, as the replay models one rank; None when the server does not say."""
+    for state in server_info.get("internal_states") or ():
+        value = state.get("effective_max_running_requests_per_dp") if isinstance(state, dict) \
+            else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 def _split(server_info: dict) -> tuple[dict, dict]:
     options: dict = {}
     dropped: dict = {}
     for key, field in _PASS_THROUGH:
         value = server_info.get(key)
+        if key == "max_running_requests" and value is None:
+            value = resolved_max_running(server_info)
         if value is None or value == "" or (isinstance(value, int) and value <= 0):
             continue  # unset (SGLang resolves None itself; -1 turns chunked prefill off)
         if field in _FIELDS:

@@ -86,3 +86,18 @@ def test_different_blocks_and_seeds_give_different_tokens():
     vocabulary = BlockVocabulary(512, 64)
     assert not np.array_equal(vocabulary.block(0), vocabulary.block(1))
     assert not np.array_equal(vocabulary.block(0), BlockVocabulary(512, 64, seed=1).block(0))
+
+
+def test_a_server_without_the_flag_gives_its_schedulers_resolved_max_running(monkeypatch):
+    """A stock server (no --max-running-requests) reports None at the top level and its
+    scheduler's resolution in internal_states (/server_info of the real CPU server, pool
+    20,000, context 4,096: effective_max_running_requests_per_dp 2,500): the replay takes
+    the resolution, not kvctl's own default."""
+    monkeypatch.setattr(settings_map, "_FIELDS", TODAY)
+    info = {"page_size": 4, "max_running_requests": None,
+            "internal_states": [{"max_running_requests": None,
+                                 "effective_max_running_requests_per_dp": 2500}]}
+    assert settings_map.server_settings_to_replay_options(info) == {
+        "page_size": 4, "max_running_requests": 2500}
+    flagged = {**info, "max_running_requests": 8}  # the flag, when given, is what runs
+    assert settings_map.server_settings_to_replay_options(flagged)["max_running_requests"] == 8
