@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+
 import numpy as np
 
 from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, PrefixHasher
+from engine_adapter.instrument.whatif_kernel import SAMPLE_BITS, observe_keys, token_keys
 from engine_adapter.instrument.whatif_lru import MiniCaches
 from engine_adapter.whatif_view import WhatIfCurve, WhatIfPoint
 
@@ -46,15 +48,11 @@ POOL_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_RATE = 0.01
 FULL_DEPTH_PAGES = 32  # one 512-token block at page 16
 MAX_KEYS_PER_SCALE = 8192
-_SAMPLE_BITS = 24
 _FRESH_KEY = 1 << 63  # output pages: a counter with the top bit set
 _PROMPT_MASK = np.uint64((1 << 63) - 1)  # prompt keys: the top bit clear
-# splitmix64's finalizer (the sampling hash), as numpy scalars built once
-_MIX_ADD, _MIX_1, _MIX_2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
-                            np.uint64(0x94D049BB133111EB))
-_SHIFT_30, _SHIFT_27, _SHIFT_31 = np.uint64(30), np.uint64(27), np.uint64(31)
-_SAMPLE_MASK = np.uint64((1 << _SAMPLE_BITS) - 1)
 _NAMESPACE_CACHE = 1024  # namespace hashes kept (a dict cleared when full)
+_ZERO = np.uint64(0)
+_NO_KEYS, _NO_WEIGHTS = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64)
 
 
 class WhatIfShadow:
@@ -74,12 +72,14 @@ class WhatIfShadow:
         salt = secrets.randbits(64) if seed is None else seed
         self.hasher = PrefixHasher(page_size, salt | 1)  # salted: keys never match SGLang's
         self._salt = np.uint64(salt)
-        self._threshold = np.uint64(int(rate * (1 << _SAMPLE_BITS)))
+        self._threshold = np.uint64(int(rate * (1 << SAMPLE_BITS)))
         self._stride = max(round(1 / rate), 1)  # output pages: every stride-th one
         pool_pages = pool_tokens / page_size
         self.scales = tuple(scales)
         self._caches = MiniCaches([s * pool_pages for s in self.scales], max_keys_per_scale)
         self._hits = [0.0] * len(self.scales)
+        self._hit_weights = np.zeros(len(self.scales), dtype=np.float64)  # the kernel's output
+        self._kernel_args = self._caches.kernel_args()
         self.max_keys = max_keys_per_scale * len(self.scales)
         self._namespaces: dict[str, np.uint64] = {}
         self._fresh = 0
@@ -96,24 +96,33 @@ class WhatIfShadow:
         """`observe` for a prompt given as token ids (hashed here with the salted base; from
         its Mooncake block ids when given, without expanding them). Requests of different
         namespaces never share a key (SGLang's tree separates them)."""
+        ns = self._hashed_text(namespace) if namespace else _ZERO
         if block_ids is not None and BLOCK_TOKENS % self.page_size == 0:
-            hashes = self.hasher.block_hashes(block_ids, len(tokens))
-        else:
-            hashes = self.hasher.token_hashes(np.asarray(tokens, dtype=np.int64))
-        if namespace:
-            hashes = hashes ^ self._hashed_text(namespace)
-        self.observe(hashes, prompt_tokens=len(tokens), output_tokens=output_tokens,
-                            cached_tokens=cached_tokens)
+            keys = self.hasher.block_hashes(block_ids, len(tokens)) ^ ns
+        else:  # compiled: the page-by-page chain of PrefixHasher.token_hashes
+            ids = np.asarray(tokens, dtype=np.int64)
+            page = self.page_size
+            pages = len(ids) // page
+            keys = np.empty(pages, dtype=np.uint64)
+            if pages:
+                token_keys(ids.view(np.uint64), page, self.hasher.powers(page),
+                           self.hasher.page_powers(0, pages), ns, keys)
+        self.observe(keys, prompt_tokens=len(tokens), output_tokens=output_tokens,
+                     cached_tokens=cached_tokens)
 
     def observe(self, page_keys: np.ndarray, *, prompt_tokens: int, output_tokens: int = 0,
                 cached_tokens: int | None = None) -> None:
         """One request at its match: `page_keys` are its prompt's full-page prefix keys in
         order; `output_tokens` of output pages (floor((S+O-1)/P) - floor(S/P), never shared)
         are inserted with it (0: insert them later with `finish`). cached_tokens: what the
-        engine itself matched (the trust check)."""
-        page = self.page_size
-        matchable = (prompt_tokens - 1) // page  # SGLang caps a match at S-1 tokens
-        keys = np.asarray(page_keys, dtype=np.uint64) & _PROMPT_MASK
+        engine itself matched (the trust check).
+
+        SGLang's step order (kvctl/replay/curve/distance.py): match every sampled page first,
+        counting leading hits (nothing moves); then insert, deepest first. The caches nest
+        (an LRU's content grows with its size), so a larger cache's hit run starts where the
+        smaller one's ended. All of it is one compiled call (instrument/whatif_kernel.py)."""
+        matchable = (prompt_tokens - 1) // self.page_size  # SGLang caps a match at S-1 tokens
+        keys = np.ascontiguousarray(page_keys, dtype=np.uint64) & _PROMPT_MASK
         self.requests += 1
         self.prompt_tokens += prompt_tokens
         self.matchable_pages += matchable
@@ -121,54 +130,37 @@ class WhatIfShadow:
             self._measured = False  # one request without a figure: no trust check
         else:
             self.measured_hit_tokens += cached_tokens
-        full = min(self.full_depth_pages, len(keys))
-        deep = np.flatnonzero(self._in_sample(keys[full:])) + full
-        sampled = np.concatenate((keys[:full], keys[deep]))
-        weight = 1.0 / self.rate
-        n_deep = len(deep)
-        deep_counted = int(np.count_nonzero(deep < matchable))  # deep is ascending
-        counted = [1.0] * min(full, matchable) + [0.0] * max(full - matchable, 0) + \
-            [weight] * deep_counted + [0.0] * (n_deep - deep_counted)  # the weight a hit counts
-        self.sampled_matchable_weight += sum(counted)
-        # SGLang's step order (kvctl/replay/curve/distance.py): match every page first,
-        # counting leading hits (nothing moves); then insert, deepest first. The caches
-        # nest (an LRU's content grows with its size), so a larger cache's hit run starts
-        # where the smaller one's ended (MiniCaches.hit_runs).
+        out_keys, out_weights = self._outputs(prompt_tokens, output_tokens)
+        hit_weights = self._hit_weights
+        self.sampled_matchable_weight += observe_keys(
+            keys, matchable, self.full_depth_pages, self._salt, self._threshold,
+            1.0 / self.rate, out_keys, out_weights, hit_weights, *self._kernel_args)
         hits = self._hits
-        for index, run in enumerate(self._caches.hit_runs(sampled).tolist()):
-            hits[index] += sum(counted[:run])
-        weights = np.full(len(sampled), weight)
-        weights[n_deep:] = 1.0  # deepest first, as the keys below
-        order, order_weights = sampled[::-1], weights
-        outputs = self._outputs(prompt_tokens, output_tokens)
-        if outputs:
-            order = np.concatenate((np.array([k for k, _ in outputs], dtype=np.uint64), order))
-            order_weights = np.concatenate((np.array([w for _, w in outputs]), weights))
-        self._caches.touch(np.ascontiguousarray(order), order_weights)
+        for index, weight in enumerate(hit_weights.tolist()):
+            hits[index] += weight
 
     def finish(self, *, prompt_tokens: int, output_tokens: int) -> None:
         """A request observed with output_tokens=0 finished: its output pages are inserted
         (SGLang inserts the committed sequence then; the prompt's pages keep the recency
         of its match, as in the one-pass curve)."""
-        outputs = self._outputs(prompt_tokens, output_tokens)
-        if outputs:
-            self._caches.touch(np.array([k for k, _ in outputs], dtype=np.uint64),
-                               np.array([w for _, w in outputs]))
+        out_keys, out_weights = self._outputs(prompt_tokens, output_tokens)
+        if len(out_keys):
+            self._caches.touch(out_keys, out_weights)
 
-    def _outputs(self, prompt_tokens: int, output_tokens: int) -> list[tuple[int, float]]:
-        """The request's new output pages that fall in the sample, deepest first. They are
-        never shared (unique ids), so every 1/rate-th one is kept: a spatial sample of
-        unique keys, without hashing them."""
+    def _outputs(self, prompt_tokens: int, output_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """The request's new output pages that fall in the sample, deepest first, and their
+        weights. They are never shared (unique ids), so every 1/rate-th one is kept: a
+        spatial sample of unique keys, without hashing them."""
         page = self.page_size
         extra = max((prompt_tokens + output_tokens - 1) // page - prompt_tokens // page, 0)
         first, self._fresh = self._fresh, self._fresh + extra
         stride = self._stride
         start = -(-first // stride) * stride
-        weight = float(stride)
-        return [(_FRESH_KEY | n, weight) for n in range(start, first + extra, stride)][::-1]
-
-    def _in_sample(self, keys: np.ndarray) -> np.ndarray:
-        return self._hashed(keys) < self._threshold
+        if start >= first + extra:
+            return _NO_KEYS, _NO_WEIGHTS
+        numbers = np.arange(start, first + extra, stride, dtype=np.uint64)[::-1]
+        keys = numbers | np.uint64(_FRESH_KEY)
+        return keys, np.full(len(keys), float(stride))
 
     def _hashed_text(self, text: str) -> np.uint64:
         """The salted hash of a namespace label, kept for the next request of it."""
@@ -198,16 +190,3 @@ class WhatIfShadow:
                            prompt_tokens=self.prompt_tokens,
                            shadow_keys=int(self._caches.count.sum()),
                            max_keys=self.max_keys, measured_hit_rate=measured)
-
-    def _hashed(self, keys: np.ndarray) -> np.ndarray:
-        """splitmix64's finalizer of the salted keys, low _SAMPLE_BITS bits; in place on one
-        array (uint64 array arithmetic wraps silently)."""
-        z = keys ^ self._salt
-        z += _MIX_ADD
-        z ^= z >> _SHIFT_30
-        z *= _MIX_1
-        z ^= z >> _SHIFT_27
-        z *= _MIX_2
-        z ^= z >> _SHIFT_31
-        z &= _SAMPLE_MASK
-        return z

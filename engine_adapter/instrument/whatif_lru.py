@@ -178,6 +178,13 @@ class MiniCaches:
         self.hit_runs(np.empty(0, dtype=np.uint64))
         self.touch(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64))
 
+    def kernel_args(self) -> tuple:
+        """The arrays a compiled caller passes on to `_match_all` / `_touch_all` (in
+        instrument/whatif_kernel.py's order: runs, then the touch arguments)."""
+        return (self._runs, self.table, self.keys, self.weights, self.newer, self.older,
+                self.head, self.tail, self.free, self.n_free, self.held, self.count,
+                self.capped, self.capacity, self.max_keys, self.mask)
+
     def hit_runs(self, sampled: np.ndarray) -> np.ndarray:
         """Per scale, how many of `sampled` (uint64 keys, in prompt order) lead in it."""
         _match_all(self.table, self.keys, self.mask, sampled, self._runs)
