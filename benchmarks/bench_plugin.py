@@ -25,8 +25,11 @@ Two ratios, both in CPU time of the scheduler thread
 Engine build excluded. Target: ratio <= 1.02 at the default cadences (1 s ledger, 10 s tree).
 
     .venv/bin/python benchmarks/bench_plugin.py [--limit 200] [--rounds 3]
-                                                [--ledger-s 1.0] [--tree-s 10.0] [--step-timing 1]
-                                                [--whatif-rate 0.01]
+                                                [--ledger-s 1.0] [--tree-s 10.0]
+                                                [--step-timing auto|1|0] [--whatif-rate 0.01]
+
+The defaults are the server's: the what-if shadow at 1%, the step timer waiting for its first
+reader (`--step-timing 1` measures it timing every step, as while kvctl calibrate reads).
 
 Also prints the number of samples and tree reads and their mean cost, so the ratio at
 another cadence can be estimated. Exit 1 only if the two runs computed different schedules.
@@ -48,7 +51,7 @@ TARGET_RATIO = 1.02
 
 
 def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float,
-             step_timing: bool = True, whatif_rate: float = 0.01) -> dict:
+             step_timing: str = "auto", whatif_rate: float = 0.01) -> dict:
     """One replay; returns wall seconds, steps, what it computed and the plugin's costs."""
     from engine_adapter.embedded.config import EngineConfig
     from engine_adapter.embedded.engine import EmbeddedEngine
@@ -71,7 +74,8 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float,
     clock = time.thread_time  # CPU time of this (the scheduler's) thread
     if plugin:
         runtime = attach(host, PluginSettings(ledger_s=ledger_s, tree_s=tree_s,
-                                              step_timing=step_timing,
+                                              step_timing=step_timing != "0",
+                                              step_timing_from_start=step_timing == "1",
                                               whatif_rate=whatif_rate), dp_rank=0, serve=False)
         timed_sample = runtime.sample
 
@@ -114,8 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="on/off pairs")
     parser.add_argument("--ledger-s", type=float, default=1.0, help="KVCTL_PLUGIN_LEDGER_S")
     parser.add_argument("--tree-s", type=float, default=10.0, help="KVCTL_PLUGIN_TREE_S")
-    parser.add_argument("--step-timing", type=int, choices=(0, 1), default=1,
-                        help="KVCTL_PLUGIN_STEP_TIMING (the step timer for kvctl calibrate)")
+    parser.add_argument("--step-timing", choices=("auto", "0", "1"), default="auto",
+                        help="KVCTL_PLUGIN_STEP_TIMING (the step timer for kvctl calibrate): "
+                             "auto = the server's default, unset (timing starts at the first "
+                             "/step_samples read, which nothing makes here); 1 = every step "
+                             "timed, as while kvctl calibrate/record reads; 0 = off")
     parser.add_argument("--whatif-rate", type=float, default=0.01,
                         help="KVCTL_PLUGIN_WHATIF_RATE (the what-if shadow; 0 = off)")
     args = parser.parse_args(argv)
@@ -126,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.rounds):
         for plugin in ((True, False) if index % 2 == 0 else (False, True)):
             result = run_once(plugin=plugin, limit=args.limit, ledger_s=args.ledger_s,
-                              tree_s=args.tree_s, step_timing=bool(args.step_timing),
+                              tree_s=args.tree_s, step_timing=args.step_timing,
                               whatif_rate=args.whatif_rate)
             runs[plugin].append(result)
             print(f"round {index + 1} plugin {'on ' if plugin else 'off'}: "
@@ -150,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     tree = [c for r in on for c in r["costs"]["tree"]]
     print(f"\nMooncake slice: first {args.limit} requests, {steps:,} engine steps per run, "
           f"cadences: ledger {args.ledger_s} s, tree {args.tree_s} s, what-if shadow rate "
-          f"{args.whatif_rate}")
+          f"{args.whatif_rate}, step timing {args.step_timing}")
     print(f"plugin off: {1e3 * cpu_off / steps:8.3f} ms CPU/step   plugin on: "
           f"{1e3 * cpu_on / steps:8.3f} ms CPU/step  (medians of {args.rounds})")
     if ledger:

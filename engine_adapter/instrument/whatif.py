@@ -40,7 +40,7 @@ import secrets
 import numpy as np
 
 from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, PrefixHasher
-from engine_adapter.instrument.whatif_kernel import SAMPLE_BITS, observe_keys, token_keys
+from engine_adapter.instrument.whatif_kernel import SAMPLE_BITS, fold, sample_pages, sample_tokens
 from engine_adapter.instrument.whatif_lru import MiniCaches
 from engine_adapter.whatif_view import WhatIfCurve, WhatIfPoint
 
@@ -51,6 +51,7 @@ MAX_KEYS_PER_SCALE = 8192
 _FRESH_KEY = 1 << 63  # output pages: a counter with the top bit set
 _PROMPT_MASK = np.uint64((1 << 63) - 1)  # prompt keys: the top bit clear
 _NAMESPACE_CACHE = 1024  # namespace hashes kept (a dict cleared when full)
+FOLD_EVERY = 256  # buffered requests and finishes folded at once (and at every curve read)
 _ZERO = np.uint64(0)
 _NO_KEYS, _NO_WEIGHTS = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64)
 
@@ -77,9 +78,11 @@ class WhatIfShadow:
         pool_pages = pool_tokens / page_size
         self.scales = tuple(scales)
         self._caches = MiniCaches([s * pool_pages for s in self.scales], max_keys_per_scale)
-        self._hits = [0.0] * len(self.scales)
-        self._hit_weights = np.zeros(len(self.scales), dtype=np.float64)  # the kernel's output
+        self._hits = np.zeros(len(self.scales), dtype=np.float64)  # hit weight per scale
+        self._weight = 1.0 / rate  # what a sampled deep page stands for
         self._kernel_args = self._caches.kernel_args()
+        self._pending: list[tuple] = []  # requests and finishes not folded in yet
+        self._warm_up()
         self.max_keys = max_keys_per_scale * len(self.scales)
         self._namespaces: dict[str, np.uint64] = {}
         self._fresh = 0
@@ -97,32 +100,43 @@ class WhatIfShadow:
         its Mooncake block ids when given, without expanding them). Requests of different
         namespaces never share a key (SGLang's tree separates them)."""
         ns = self._hashed_text(namespace) if namespace else _ZERO
+        prompt = len(tokens)
+        matchable = (prompt - 1) // self.page_size  # SGLang caps a match at S-1 tokens
         if block_ids is not None and BLOCK_TOKENS % self.page_size == 0:
-            keys = self.hasher.block_hashes(block_ids, len(tokens)) ^ ns
-        else:  # compiled: the page-by-page chain of PrefixHasher.token_hashes
-            ids = np.asarray(tokens, dtype=np.int64)
+            keys = (self.hasher.block_hashes(block_ids, prompt) ^ ns) & _PROMPT_MASK
+            sample = sample_pages(keys, matchable, self.full_depth_pages, self._salt,
+                                  self._threshold, self._weight)
+        else:  # compiled: the page-by-page chain of PrefixHasher.token_hashes, and the sample
+            ids = np.ascontiguousarray(tokens, dtype=np.int64)
             page = self.page_size
-            pages = len(ids) // page
-            keys = np.empty(pages, dtype=np.uint64)
-            if pages:
-                token_keys(ids.view(np.uint64), page, self.hasher.powers(page),
-                           self.hasher.page_powers(0, pages), ns, keys)
-        self.observe(keys, prompt_tokens=len(tokens), output_tokens=output_tokens,
-                     cached_tokens=cached_tokens)
+            pages = max(len(ids) // page, 1)
+            sample = sample_tokens(ids.view(np.uint64), page, self.hasher.powers(page),
+                                   self.hasher.page_powers(0, pages), ns, matchable,
+                                   self.full_depth_pages, self._salt, self._threshold,
+                                   self._weight)
+        self._observed(sample, prompt, matchable, output_tokens, cached_tokens)
 
     def observe(self, page_keys: np.ndarray, *, prompt_tokens: int, output_tokens: int = 0,
                 cached_tokens: int | None = None) -> None:
         """One request at its match: `page_keys` are its prompt's full-page prefix keys in
         order; `output_tokens` of output pages (floor((S+O-1)/P) - floor(S/P), never shared)
         are inserted with it (0: insert them later with `finish`). cached_tokens: what the
-        engine itself matched (the trust check).
-
-        SGLang's step order (kvctl/replay/curve/distance.py): match every sampled page first,
-        counting leading hits (nothing moves); then insert, deepest first. The caches nest
-        (an LRU's content grows with its size), so a larger cache's hit run starts where the
-        smaller one's ended. All of it is one compiled call (instrument/whatif_kernel.py)."""
+        engine itself matched (the trust check)."""
         matchable = (prompt_tokens - 1) // self.page_size  # SGLang caps a match at S-1 tokens
         keys = np.ascontiguousarray(page_keys, dtype=np.uint64) & _PROMPT_MASK
+        sample = sample_pages(keys, matchable, self.full_depth_pages, self._salt,
+                              self._threshold, self._weight)
+        self._observed(sample, prompt_tokens, matchable, output_tokens, cached_tokens)
+
+    def _observed(self, sample, prompt_tokens: int, matchable: int, output_tokens: int,
+                  cached_tokens: int | None) -> None:
+        """Count the request and buffer its sampled pages for the next `flush`.
+
+        SGLang's step order (kvctl/replay/curve/distance.py), applied by the fold: match
+        every sampled page first, counting leading hits (nothing moves); then insert,
+        deepest first. The caches nest (an LRU's content grows with its size), so a larger
+        cache's hit run starts where the smaller one's ended."""
+        sampled, counted, total, full = sample
         self.requests += 1
         self.prompt_tokens += prompt_tokens
         self.matchable_pages += matchable
@@ -130,22 +144,47 @@ class WhatIfShadow:
             self._measured = False  # one request without a figure: no trust check
         else:
             self.measured_hit_tokens += cached_tokens
-        out_keys, out_weights = self._outputs(prompt_tokens, output_tokens)
-        hit_weights = self._hit_weights
-        self.sampled_matchable_weight += observe_keys(
-            keys, matchable, self.full_depth_pages, self._salt, self._threshold,
-            1.0 / self.rate, out_keys, out_weights, hit_weights, *self._kernel_args)
-        hits = self._hits
-        for index, weight in enumerate(hit_weights.tolist()):
-            hits[index] += weight
+        self.sampled_matchable_weight += total
+        self._pending.append((sampled, counted, full, *self._outputs(prompt_tokens,
+                                                                      output_tokens)))
+        if len(self._pending) >= FOLD_EVERY:
+            self.flush()
 
     def finish(self, *, prompt_tokens: int, output_tokens: int) -> None:
         """A request observed with output_tokens=0 finished: its output pages are inserted
         (SGLang inserts the committed sequence then; the prompt's pages keep the recency
-        of its match, as in the one-pass curve)."""
+        of its match, as in the one-pass curve). Buffered, in order with the requests."""
         out_keys, out_weights = self._outputs(prompt_tokens, output_tokens)
         if len(out_keys):
-            self._caches.touch(out_keys, out_weights)
+            self._pending.append((_NO_KEYS, _NO_WEIGHTS, 0, out_keys, out_weights))
+            if len(self._pending) >= FOLD_EVERY:
+                self.flush()
+
+    def flush(self) -> None:
+        """Fold every buffered request and finish into the mini-caches, in arrival order (one
+        compiled call, instrument/whatif_kernel.py `fold`); `curve` calls it first."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        sampled, counted, fulls, out_keys, out_weights = zip(*pending)
+        fold(np.concatenate(sampled), np.concatenate(counted), _starts(sampled),
+             np.array(fulls, dtype=np.int64), np.concatenate(out_keys),
+             np.concatenate(out_weights), _starts(out_keys), self._weight, self._hits,
+             *self._kernel_args)
+
+    def _warm_up(self) -> None:
+        """Compile (or load numba's on-disk cache of) the kernels now, at the plugin's
+        attach, with the argument types of every later call and no effect on the state:
+        not inside the scheduler's first prefill (MiniCaches does the same)."""
+        page = self.page_size
+        sample_tokens(np.empty(0, dtype=np.uint64), page, self.hasher.powers(page),
+                      self.hasher.page_powers(0, 1), _ZERO, 0, self.full_depth_pages,
+                      self._salt, self._threshold, self._weight)
+        sampled, counted, _, _ = sample_pages(_NO_KEYS, 0, self.full_depth_pages, self._salt,
+                                              self._threshold, self._weight)
+        self._pending.append((sampled, counted, 0, _NO_KEYS, _NO_WEIGHTS))
+        self.flush()  # nothing sampled: no lookup hits, nothing inserted
 
     def _outputs(self, prompt_tokens: int, output_tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """The request's new output pages that fall in the sample, deepest first, and their
@@ -175,10 +214,12 @@ class WhatIfShadow:
 
     def curve(self) -> WhatIfCurve:
         """The estimate now (cumulative over every request observed)."""
+        self.flush()
         cacheable = (self.matchable_pages * self.page_size / self.prompt_tokens
                      if self.prompt_tokens else 0.0)
         points = []
-        for scale, hits, capped in zip(self.scales, self._hits, self._caches.capped.tolist()):
+        for scale, hits, capped in zip(self.scales, self._hits.tolist(),
+                                       self._caches.capped.tolist()):
             rate = (hits / self.sampled_matchable_weight * cacheable
                     if self.sampled_matchable_weight else None)
             points.append(WhatIfPoint(pool_scale=scale, pool_tokens=int(scale * self.pool_tokens),
@@ -190,3 +231,10 @@ class WhatIfShadow:
                            prompt_tokens=self.prompt_tokens,
                            shadow_keys=int(self._caches.count.sum()),
                            max_keys=self.max_keys, measured_hit_rate=measured)
+
+
+def _starts(parts) -> np.ndarray:
+    """Offsets of each part in their concatenation, and the total at the end."""
+    starts = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(part) for part in parts], out=starts[1:])
+    return starts

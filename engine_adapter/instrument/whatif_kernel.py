@@ -1,10 +1,20 @@
-"""One request of the what-if shadow (instrument/whatif.py) in one compiled call: the prompt's
-page keys, the depth-stratified spatial sample, the hit run of every mini-cache and its
-hit weight, and the inserts (instrument/whatif_lru.py), with no per-request numpy
-temporaries and no Python between the steps.
+"""The what-if shadow's per-request work (instrument/whatif.py), compiled, in two parts:
 
-The same arithmetic as the numpy form it replaced, step for step (so the same curve, bit for
-bit; tests/unit/test_whatif_kernel.py holds it to a copy of that form):
+    at the request's match   `sample_tokens` / `sample_pages`: the prompt's page keys and
+                             their depth-stratified spatial sample (one call, no numpy
+                             temporaries); only the sampled keys are kept, in a buffer
+    in batches (`fold`)      every buffered request and finish, in arrival order: the hit run
+                             of every mini-cache, the hit weights, the inserts
+                             (instrument/whatif_lru.py); one call for the whole batch
+
+Folding in batches gives the same mini-cache contents and the same hit sums as folding each
+request at once (the same operations in the same order); the shadow folds before its curve
+is read, so every served figure is unchanged. What it saves is memory traffic: the mini-caches
+(2.1 MiB) are cold after each engine step, and touching them once per request cost about
+100 us of cache misses in the scheduler's thread (bench_plugin); in a batch they stay warm.
+
+The arithmetic is the numpy form's, step for step (so the same curve, bit for bit;
+tests/unit/test_whatif_kernel.py holds it to a copy of that form):
 
     keys     H_k = sum_{m<=k} B^(m p) sum_{i<p} t_(m p + i) B^i   (PrefixHasher.token_hashes;
              uint64 wraps, so the order of the sums does not matter) ^ namespace, top bit clear
@@ -15,9 +25,8 @@ bit; tests/unit/test_whatif_kernel.py holds it to a copy of that form):
              order of Python's sum over the list)
     touch    output pages (given, deepest first), then the sampled prompt pages deepest first
 
-Cost (benchmarks/bench_plugin.py, first 200 Mooncake requests of 14k tokens): see
-docs/curve.md; the per-request work was about 200 us of numpy calls and Python lists.
-Releases the GIL (nogil), like the mini-caches' kernels.
+Cost: docs/curve.md (benchmarks/bench_plugin.py). Releases the GIL (nogil), like the
+mini-caches' kernels.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ def token_keys(tokens, page, powers, page_powers, namespace, out):
 
 @njit(cache=True, nogil=True)
 def _sample_hash(key, salt):
-    """splitmix64's finalizer of the salted key, low 24 bits (WhatIfShadow._hashed)."""
+    """splitmix64's finalizer of the salted key, low 24 bits (SHARDS' spatial hash)."""
     z = key ^ salt
     z += np.uint64(0x9E3779B97F4A7C15)
     z ^= z >> np.uint64(30)
@@ -60,11 +69,10 @@ def _sample_hash(key, salt):
 
 
 @njit(cache=True, nogil=True)
-def observe_keys(keys, matchable, full_depth, salt, threshold, weight, out_keys, out_weights,
-                 hit_weights, runs, table, ckeys, cweights, newer, older, head, tail, free,
-                 n_free, held, count, capped, capacity, max_keys, mask):
-    """One request (module docstring): sets hit_weights[c] to scale c's hit weight and
-    returns the request's sampled matchable weight. `keys` have the top bit clear."""
+def sample_pages(keys, matchable, full_depth, salt, threshold, weight):
+    """(sampled keys in prompt order, their counted weights, the counted total, how many of
+    them are full-depth pages) of a prompt's page keys (top bit clear): pages below
+    `full_depth` always, deeper ones in the sample."""
     n = len(keys)
     full = min(full_depth, n)
     sampled = np.empty(n, dtype=np.uint64)
@@ -81,21 +89,46 @@ def observe_keys(keys, matchable, full_depth, salt, threshold, weight, out_keys,
     total = 0.0
     for j in range(m):
         total += counted[j]
-    sampled = sampled[:m]
-    _match_all(table, ckeys, mask, sampled, runs)  # every lookup before any insert
-    for c in range(len(runs)):
-        run_weight = 0.0
-        for j in range(runs[c]):
-            run_weight += counted[j]
-        hit_weights[c] = run_weight
-    if len(out_keys):
+    return sampled[:m].copy(), counted[:m].copy(), total, full
+
+
+@njit(cache=True, nogil=True)
+def sample_tokens(tokens, page, powers, page_powers, namespace, matchable, full_depth, salt,
+                  threshold, weight):
+    """`sample_pages` of the page keys of `tokens` (uint64 ids; `token_keys`)."""
+    keys = np.empty(len(tokens) // page, dtype=np.uint64)
+    token_keys(tokens, page, powers, page_powers, namespace, keys)
+    return sample_pages(keys, matchable, full_depth, salt, threshold, weight)
+
+
+@njit(cache=True, nogil=True)
+def fold(sampled, counted, starts, fulls, out_keys, out_weights, out_starts, weight, hits,
+         runs, table, ckeys, cweights, newer, older, head, tail, free, n_free, held, count,
+         capped, capacity, max_keys, mask):
+    """Apply buffered operations i = 0 .. len(fulls)-1 in order. Operation i: the sampled
+    prompt keys sampled[starts[i]:starts[i+1]] (empty for a finish) with their counted
+    weights, of which the first fulls[i] are full-depth pages; its output pages
+    out_keys[out_starts[i]:out_starts[i+1]] (deepest first). Per operation: every lookup
+    first (hits[c] += the counted weight of scale c's hit run), then the output pages, then
+    the prompt's sampled pages deepest first (a parent ends more recent than its child)."""
+    order = np.empty(len(sampled), dtype=np.uint64)
+    order_weights = np.empty(len(sampled), dtype=np.float64)
+    for i in range(len(fulls)):
+        s, e, full = starts[i], starts[i + 1], fulls[i]
+        _match_all(table, ckeys, mask, sampled[s:e], runs)
+        for c in range(len(runs)):
+            run_weight = 0.0
+            for j in range(s, s + runs[c]):
+                run_weight += counted[j]
+            hits[c] += run_weight
+        o, oe = out_starts[i], out_starts[i + 1]
+        if oe > o:
+            _touch_all(table, ckeys, cweights, newer, older, head, tail, free, n_free, held,
+                       count, capped, capacity, max_keys, mask, out_keys[o:oe],
+                       out_weights[o:oe])
+        m = e - s
+        for j in range(m):
+            order[j] = sampled[e - 1 - j]
+            order_weights[j] = weight if m - 1 - j >= full else 1.0
         _touch_all(table, ckeys, cweights, newer, older, head, tail, free, n_free, held, count,
-                   capped, capacity, max_keys, mask, out_keys, out_weights)
-    order = np.empty(m, dtype=np.uint64)
-    order_weights = np.empty(m, dtype=np.float64)
-    for j in range(m):  # deepest first: a parent ends more recent than its child
-        order[j] = sampled[m - 1 - j]
-        order_weights[j] = weight if m - 1 - j >= full else 1.0
-    _touch_all(table, ckeys, cweights, newer, older, head, tail, free, n_free, held, count,
-               capped, capacity, max_keys, mask, order, order_weights)
-    return total
+                   capped, capacity, max_keys, mask, order[:m], order_weights[:m])

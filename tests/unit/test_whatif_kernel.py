@@ -1,6 +1,7 @@
-"""The what-if shadow's one-call compiled request (engine_adapter/instrument/whatif_kernel.py)
-against the numpy form it replaced, kept here as the reference: the same hits, the same
-sampled weight and the same mini-cache contents in the same LRU order, bit for bit."""
+"""The what-if shadow's compiled sample and batched fold (engine_adapter/instrument/
+whatif_kernel.py) against the numpy form they replaced, kept here as the reference, applied
+to each request at once: the same hits, the same sampled weight and the same mini-cache
+contents in the same LRU order, bit for bit, whether folded per request or in batches."""
 
 from __future__ import annotations
 
@@ -56,6 +57,12 @@ def _reference_observe(shadow: WhatIfShadow, tokens, namespace: str, output_toke
                          np.concatenate((out_weights, weights)))
 
 
+def _reference_finish(shadow: WhatIfShadow, prompt: int, output: int) -> None:
+    out_keys, out_weights = shadow._outputs(prompt, output)
+    if len(out_keys):
+        shadow._caches.touch(out_keys, out_weights)
+
+
 def _lru(shadow: WhatIfShadow) -> list[list[tuple[int, float]]]:
     """Every mini-cache's (key, weight) from least to most recent."""
     caches, scales = shadow._caches, []
@@ -70,20 +77,32 @@ def _lru(shadow: WhatIfShadow) -> list[list[tuple[int, float]]]:
 
 @pytest.mark.parametrize(("rate", "max_keys"), [(0.01, 8192), (0.2, 300), (1.0, 2048)])
 def test_compiled_request_matches_the_numpy_form(rate, max_keys):
-    """200 head_500 prompts (two namespaces, outputs inserted with the prompt): after each
-    request the hits and sampled weight are equal; at the end every mini-cache holds the
-    same keys with the same weights in the same LRU order, and the same capped flags."""
+    """300 head_500 prompts (two namespaces, outputs inserted with the prompt, every third
+    request's outputs at its finish instead): folded after each request, the hits and the
+    sampled weight equal the reference's after each; folded in batches (every 256 buffered
+    operations, and at the curve read), the end state is the same: every mini-cache holds
+    the same keys with the same weights in the same LRU order, the same capped flags."""
     shadows = [WhatIfShadow(pool_tokens=60_000, page_size=16, rate=rate, seed=5,
-                            max_keys_per_scale=max_keys) for _ in range(2)]
-    compiled, reference = shadows
-    for index, record in enumerate(iter_records(HEAD, limit=200)):
+                            max_keys_per_scale=max_keys) for _ in range(3)]
+    each, batched, reference = shadows
+    for index, record in enumerate(iter_records(HEAD, limit=300)):
         tokens = prompt_tokens(record)
         namespace = "" if index % 3 else f"tenant-{index % 2}"
-        compiled.observe_tokens(tokens, namespace=namespace, output_tokens=record.output_length)
-        _reference_observe(reference, tokens, namespace, record.output_length)
-        assert compiled._hits == reference._hits
-        assert compiled.sampled_matchable_weight == reference.sampled_matchable_weight
-    assert _lru(compiled) == _lru(reference)
-    assert compiled._caches.held.tolist() == reference._caches.held.tolist()
-    assert compiled._caches.capped.tolist() == reference._caches.capped.tolist()
-    assert sum(compiled._hits) > 0 and sum(len(s) for s in _lru(compiled)) > 0
+        with_prompt = record.output_length if index % 3 != 1 else 0
+        for shadow in (each, batched):
+            shadow.observe_tokens(tokens, namespace=namespace, output_tokens=with_prompt)
+        _reference_observe(reference, tokens, namespace, with_prompt)
+        if not with_prompt:
+            for shadow in (each, batched):
+                shadow.finish(prompt_tokens=len(tokens), output_tokens=record.output_length)
+            _reference_finish(reference, len(tokens), record.output_length)
+        each.flush()
+        assert each._hits.tolist() == reference._hits.tolist()
+        assert each.sampled_matchable_weight == reference.sampled_matchable_weight
+    batched.curve()  # folds what is still buffered
+    for shadow in (each, batched):
+        assert shadow._hits.tolist() == reference._hits.tolist()
+        assert _lru(shadow) == _lru(reference)
+        assert shadow._caches.held.tolist() == reference._caches.held.tolist()
+        assert shadow._caches.capped.tolist() == reference._caches.capped.tolist()
+    assert sum(reference._hits) > 0 and sum(len(s) for s in _lru(reference)) > 0
