@@ -16,7 +16,12 @@ Two ratios, both in CPU time of the scheduler thread
     same steps in one run   (base + plugin) / base, where plugin is the CPU time spent in
                             the hooks (tally, cadence check, sampling) and base is the rest
                             of the run minus the host refresh: the low-noise reading, and
-                            the one judged against the target
+                            the one judged against the target. The hooks are timed with
+                            time.thread_time (a system call of about 1.5-2 us here), so
+                            their interval holds one clock read's cost besides the hooks; an
+                            empty interval timed the same way on every step of both runs
+                            measures that cost, and the judged ratio has it subtracted
+                            (the ratio with it is printed too)
     alternating runs        median CPU of on-runs / off-runs, order alternated each round
                             (on/off, off/on) so drift hits both alike; also counts the
                             eviction probe and any cache effects, but carries the machine's
@@ -70,7 +75,7 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float,
     ))
     host = EngineShapedScheduler(engine)
     runtime = None
-    costs = {"ledger": [], "tree": [], "plugin_cpu": 0.0, "support_cpu": 0.0}
+    costs = {"ledger": [], "tree": [], "plugin_cpu": 0.0, "support_cpu": 0.0, "clock_cpu": 0.0}
     clock = time.thread_time  # CPU time of this (the scheduler's) thread
     if plugin:
         runtime = attach(host, PluginSettings(ledger_s=ledger_s, tree_s=tree_s,
@@ -92,8 +97,10 @@ def run_once(*, plugin: bool, limit: int, ledger_s: float, tree_s: float,
         host.refresh()
         done = [host.reqs_by_rid[r.rid] for r in report.finished if r.rid in host.reqs_by_rid]
         batches = host.step_batches(done)
-        hooked = clock()
-        costs["support_cpu"] += hooked - started
+        probed = clock()
+        hooked = clock()  # [probed, hooked]: one clock read and nothing else, in both runs
+        costs["support_cpu"] += probed - started
+        costs["clock_cpu"] += hooked - probed
         if runtime is not None:
             after_ingest_requests(None, host)  # once per scheduler loop iteration
             for batch in batches:
@@ -149,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the plugin counted {sum(r['failures'] for r in on)} failures")
         return 1
     steps = on[0]["steps"]
-    cpu_on = statistics.median(r["cpu_s"] - r["costs"]["support_cpu"] for r in on)
-    cpu_off = statistics.median(r["cpu_s"] - r["costs"]["support_cpu"] for r in off)
+    cpu_on = statistics.median(_engine_cpu(r) for r in on)
+    cpu_off = statistics.median(_engine_cpu(r) for r in off)
     wall_on = statistics.median(r["wall_s"] for r in on)
     wall_off = statistics.median(r["wall_s"] for r in off)
     ledger = [c for r in on for c in r["costs"]["ledger"]]
@@ -165,22 +172,36 @@ def main(argv: list[str] | None = None) -> int:
     if tree:
         print(f"tree reads: {len(tree)}, mean {1e3 * statistics.mean(tree):.2f} ms")
     # In-run attribution: the same steps of the same run, with and without the plugin's CPU.
-    inrun = []
+    # The hooks' interval is measured with time.thread_time, a system call here: the interval
+    # holds one read's cost on top of the hooks, which the same steps without the plugin do
+    # not have. [probed, hooked] holds exactly one read (no work), in the same run: the
+    # instrument's own cost, subtracted for the judged ratio (both are printed).
+    inrun, raw = [], []
     for r in on:
-        base = r["cpu_s"] - r["costs"]["plugin_cpu"] - r["costs"]["support_cpu"]
-        inrun.append((base + r["costs"]["plugin_cpu"]) / base)
-    ab = statistics.median(r["cpu_s"] - r["costs"]["support_cpu"] for r in on) / \
-        statistics.median(r["cpu_s"] - r["costs"]["support_cpu"] for r in off)
+        base = _engine_cpu(r) - r["costs"]["plugin_cpu"]
+        raw.append((base + r["costs"]["plugin_cpu"]) / base)
+        inrun.append((base + r["costs"]["plugin_cpu"] - r["costs"]["clock_cpu"]) / base)
+    ab = statistics.median(_engine_cpu(r) for r in on) / \
+        statistics.median(_engine_cpu(r) for r in off)
     plugin_us = statistics.median(1e6 * r["costs"]["plugin_cpu"] / steps for r in on)
-    print(f"plugin hooks + sampling: {plugin_us:.1f} us CPU per step (median of {len(on)} runs); "
+    clock_us = statistics.median(1e6 * r["costs"]["clock_cpu"] / steps for r in on + off)
+    print(f"plugin hooks + sampling: {plugin_us:.1f} us CPU per step (median of {len(on)} runs), "
+          f"of which one clock read: {clock_us:.1f} us; "
           f"step samples timed per run: {on[0]['costs'].get('step_samples', 0):,}")
     print(f"ratio on/off, alternating runs (CPU; noisy on a shared machine): {ab:.4f}; "
           f"wall: {wall_on / wall_off:.4f}")
+    print(f"ratio on/off, same steps in one run, with the clock read in the hooks' interval: "
+          f"{statistics.median(raw):.4f}")
     ratio = statistics.median(inrun)
     verdict = "meets" if ratio <= TARGET_RATIO else "misses"
     print(f"ratio on/off, same steps in one run (CPU per step): {ratio:.4f}  -> {verdict} the "
           f"<= {TARGET_RATIO:.2f} target")
     return 0
+
+
+def _engine_cpu(run: dict) -> float:
+    """The run's CPU less the harness (host refresh, batch building, the clock probe)."""
+    return run["cpu_s"] - run["costs"]["support_cpu"] - run["costs"]["clock_cpu"]
 
 
 if __name__ == "__main__":

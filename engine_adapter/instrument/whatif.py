@@ -27,7 +27,7 @@ are near-monotone, so the sampled prefix stands for the full one). Assumes LRU.
 
 Memory is bounded: each mini-cache holds at most `max_keys_per_scale` pages (8,192 by
 default, 49,152 in all) in arrays allocated once (instrument/whatif_lru.py, compiled with
-numba: 2.1 MiB for six scales at the default bound); a scale that hits the bound evicts
+numba: 1.5 MiB for six scales at the default bound); a scale that hits the bound evicts
 early and is flagged `capped` (its estimate is then a lower bound). Keys are
 salted with a per-process random base and never leave the process.
 """
@@ -82,6 +82,7 @@ class WhatIfShadow:
         self._weight = 1.0 / rate  # what a sampled deep page stands for
         self._kernel_args = self._caches.kernel_args()
         self._pending: list[tuple] = []  # requests and finishes not folded in yet
+        self._powers = self.hasher.powers(page_size)  # B^0 .. B^(p-1)
         self._warm_up()
         self.max_keys = max_keys_per_scale * len(self.scales)
         self._namespaces: dict[str, np.uint64] = {}
@@ -96,25 +97,21 @@ class WhatIfShadow:
     def observe_tokens(self, tokens, *, block_ids=None, namespace: str = "",
                        output_tokens: int = 0,
                        cached_tokens: int | None = None) -> None:
-        """`observe` for a prompt given as token ids (hashed here with the salted base; from
-        its Mooncake block ids when given, without expanding them). Requests of different
-        namespaces never share a key (SGLang's tree separates them)."""
+        """`observe` for a prompt given as token ids (hashed with the salted base; from its
+        Mooncake block ids when given, without expanding them). Requests of different
+        namespaces never share a key (SGLang's tree separates them). Token ids are hashed
+        and sampled at the next `flush` (compiled, warm): a token array must not change
+        until then (SGLang's and the embedded engine's prompts never do; a list is copied)."""
         ns = self._hashed_text(namespace) if namespace else _ZERO
         prompt = len(tokens)
         matchable = (prompt - 1) // self.page_size  # SGLang caps a match at S-1 tokens
         if block_ids is not None and BLOCK_TOKENS % self.page_size == 0:
             keys = (self.hasher.block_hashes(block_ids, prompt) ^ ns) & _PROMPT_MASK
-            sample = sample_pages(keys, matchable, self.full_depth_pages, self._salt,
-                                  self._threshold, self._weight)
-        else:  # compiled: the page-by-page chain of PrefixHasher.token_hashes, and the sample
-            ids = np.ascontiguousarray(tokens, dtype=np.int64)
-            page = self.page_size
-            pages = max(len(ids) // page, 1)
-            sample = sample_tokens(ids.view(np.uint64), page, self.hasher.powers(page),
-                                   self.hasher.page_powers(0, pages), ns, matchable,
-                                   self.full_depth_pages, self._salt, self._threshold,
-                                   self._weight)
-        self._observed(sample, prompt, matchable, output_tokens, cached_tokens)
+            work = sample_pages(keys, matchable, self.full_depth_pages, self._salt,
+                                self._threshold, self._weight)
+        else:  # the page-by-page chain of PrefixHasher.token_hashes, at the flush
+            work = (np.ascontiguousarray(tokens, dtype=np.int64).view(np.uint64), ns)
+        self._observed(work, prompt, matchable, output_tokens, cached_tokens)
 
     def observe(self, page_keys: np.ndarray, *, prompt_tokens: int, output_tokens: int = 0,
                 cached_tokens: int | None = None) -> None:
@@ -124,19 +121,19 @@ class WhatIfShadow:
         engine itself matched (the trust check)."""
         matchable = (prompt_tokens - 1) // self.page_size  # SGLang caps a match at S-1 tokens
         keys = np.ascontiguousarray(page_keys, dtype=np.uint64) & _PROMPT_MASK
-        sample = sample_pages(keys, matchable, self.full_depth_pages, self._salt,
-                              self._threshold, self._weight)
-        self._observed(sample, prompt_tokens, matchable, output_tokens, cached_tokens)
+        work = sample_pages(keys, matchable, self.full_depth_pages, self._salt,
+                            self._threshold, self._weight)
+        self._observed(work, prompt_tokens, matchable, output_tokens, cached_tokens)
 
-    def _observed(self, sample, prompt_tokens: int, matchable: int, output_tokens: int,
+    def _observed(self, work: tuple, prompt_tokens: int, matchable: int, output_tokens: int,
                   cached_tokens: int | None) -> None:
-        """Count the request and buffer its sampled pages for the next `flush`.
+        """Count the request and buffer it for the next `flush`: `work` is its sample
+        (sample_pages) or (token ids, namespace hash) to sample then.
 
         SGLang's step order (kvctl/replay/curve/distance.py), applied by the fold: match
         every sampled page first, counting leading hits (nothing moves); then insert,
         deepest first. The caches nest (an LRU's content grows with its size), so a larger
         cache's hit run starts where the smaller one's ended."""
-        sampled, counted, total, full = sample
         self.requests += 1
         self.prompt_tokens += prompt_tokens
         self.matchable_pages += matchable
@@ -144,9 +141,7 @@ class WhatIfShadow:
             self._measured = False  # one request without a figure: no trust check
         else:
             self.measured_hit_tokens += cached_tokens
-        self.sampled_matchable_weight += total
-        self._pending.append((sampled, counted, full, *self._outputs(prompt_tokens,
-                                                                      output_tokens)))
+        self._pending.append((work, matchable, *self._outputs(prompt_tokens, output_tokens)))
         if len(self._pending) >= FOLD_EVERY:
             self.flush()
 
@@ -156,34 +151,52 @@ class WhatIfShadow:
         of its match, as in the one-pass curve). Buffered, in order with the requests."""
         out_keys, out_weights = self._outputs(prompt_tokens, output_tokens)
         if len(out_keys):
-            self._pending.append((_NO_KEYS, _NO_WEIGHTS, 0, out_keys, out_weights))
+            self._pending.append((None, 0, out_keys, out_weights))
             if len(self._pending) >= FOLD_EVERY:
                 self.flush()
 
     def flush(self) -> None:
-        """Fold every buffered request and finish into the mini-caches, in arrival order (one
-        compiled call, instrument/whatif_kernel.py `fold`); `curve` calls it first."""
+        """Fold every buffered request and finish into the mini-caches, in arrival order:
+        sample the requests given as token ids, add each request's sampled weight, then one
+        compiled call (instrument/whatif_kernel.py `fold`). `curve` calls it first."""
         pending = self._pending
         if not pending:
             return
         self._pending = []
-        sampled, counted, fulls, out_keys, out_weights = zip(*pending)
+        sampled, counted, fulls = [], [], []
+        page, full_depth = self.page_size, self.full_depth_pages
+        for work, matchable, _, _ in pending:
+            if work is None:  # a finish: output pages only
+                keys, weights, total, full = _NO_KEYS, _NO_WEIGHTS, 0.0, 0
+            elif len(work) == 2:  # token ids: the page keys and their sample, compiled
+                ids, ns = work
+                page_powers = self.hasher.page_powers(0, max(len(ids) // page, 1))
+                keys, weights, total, full = sample_tokens(
+                    ids, page, self._powers, page_powers, ns, matchable, full_depth,
+                    self._salt, self._threshold, self._weight)
+            else:
+                keys, weights, total, full = work
+            if work is not None:
+                self.sampled_matchable_weight += total
+            sampled.append(keys)
+            counted.append(weights)
+            fulls.append(full)
+        out_keys = [item[2] for item in pending]
         fold(np.concatenate(sampled), np.concatenate(counted), _starts(sampled),
              np.array(fulls, dtype=np.int64), np.concatenate(out_keys),
-             np.concatenate(out_weights), _starts(out_keys), self._weight, self._hits,
-             *self._kernel_args)
+             np.concatenate([item[3] for item in pending]), _starts(out_keys), self._weight,
+             self._hits, *self._kernel_args)
 
     def _warm_up(self) -> None:
         """Compile (or load numba's on-disk cache of) the kernels now, at the plugin's
         attach, with the argument types of every later call and no effect on the state:
         not inside the scheduler's first prefill (MiniCaches does the same)."""
-        page = self.page_size
-        sample_tokens(np.empty(0, dtype=np.uint64), page, self.hasher.powers(page),
-                      self.hasher.page_powers(0, 1), _ZERO, 0, self.full_depth_pages,
-                      self._salt, self._threshold, self._weight)
-        sampled, counted, _, _ = sample_pages(_NO_KEYS, 0, self.full_depth_pages, self._salt,
-                                              self._threshold, self._weight)
-        self._pending.append((sampled, counted, 0, _NO_KEYS, _NO_WEIGHTS))
+        empty = np.empty(0, dtype=np.uint64)
+        sample_tokens(empty, self.page_size, self._powers, self.hasher.page_powers(0, 1), _ZERO,
+                      0, self.full_depth_pages, self._salt, self._threshold, self._weight)
+        sample_pages(empty, 0, self.full_depth_pages, self._salt, self._threshold,
+                     self._weight)
+        self._pending.append((None, 0, _NO_KEYS, _NO_WEIGHTS))
         self.flush()  # nothing sampled: no lookup hits, nothing inserted
 
     def _outputs(self, prompt_tokens: int, output_tokens: int) -> tuple[np.ndarray, np.ndarray]:

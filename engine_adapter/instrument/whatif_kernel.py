@@ -10,7 +10,7 @@
 Folding in batches gives the same mini-cache contents and the same hit sums as folding each
 request at once (the same operations in the same order); the shadow folds before its curve
 is read, so every served figure is unchanged. What it saves is memory traffic: the mini-caches
-(2.1 MiB) are cold after each engine step, and touching them once per request cost about
+(1.5 MiB) are cold after each engine step, and touching them once per request cost about
 100 us of cache misses in the scheduler's thread (bench_plugin); in a batch they stay warm.
 
 The arithmetic is the numpy form's, step for step (so the same curve, bit for bit;
