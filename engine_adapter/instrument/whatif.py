@@ -58,8 +58,10 @@ _NO_KEYS, _NO_WEIGHTS = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float
 
 class WhatIfShadow:
     """Feed it each request's prompt once, when the engine matches it (`observe`); read the
-    curve with `curve()`. Mutates only itself. Not thread-safe: call from the thread that
-    runs the scheduler."""
+    curve with `curve()`. Requests and finishes are buffered and folded into the mini-caches
+    in arrival order in batches (`flush`: every FOLD_EVERY, and before every curve read),
+    which leaves every figure as folding each at once would. Mutates only itself. Not
+    thread-safe: call from the thread that runs the scheduler."""
 
     def __init__(self, *, pool_tokens: int, page_size: int, rate: float = DEFAULT_RATE,
                  full_depth_pages: int = FULL_DEPTH_PAGES, scales=POOL_SCALES,

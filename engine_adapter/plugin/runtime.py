@@ -14,8 +14,9 @@ Every call arrives from SGLang's scheduler thread through hooks.py, at a step bo
     on_idle                -> on_idle      maybe_sample
     eviction probe         -> on_evict     tally + an `eviction` receipt
     (first extend of a request)            a `match` receipt (receipt_log.py); the what-if
-                                           shadow looks its prompt up (instrument/whatif.py)
-    (a request's finish)                   the shadow inserts its output pages
+                                           shadow buffers its prompt (instrument/whatif.py)
+    (a request's finish)                   the shadow buffers its output pages; both are
+                                           folded in at each sample, before its curve is read
     maybe_sample: every KVCTL_PLUGIN_LEDGER_S  ledger + refcount reconciliation + requests
                   every KVCTL_PLUGIN_TREE_S    also the per-node tree read (a full walk)
 
