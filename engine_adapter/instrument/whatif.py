@@ -28,8 +28,10 @@ are near-monotone, so the sampled prefix stands for the full one). Assumes LRU.
 Memory is bounded: each mini-cache holds at most `max_keys_per_scale` pages (8,192 by
 default, 49,152 in all) in arrays allocated once (instrument/whatif_lru.py, compiled with
 numba: 1.5 MiB for six scales at the default bound); a scale that hits the bound evicts
-early and is flagged `capped` (its estimate is then a lower bound). Keys are
-salted with a per-process random base and never leave the process.
+early and is flagged `capped` (its estimate is then a lower bound). Requests waiting to be
+folded in (instrument/whatif_kernel.py) are at most FOLD_EVERY (256), holding at most
+FOLD_TOKENS (2^20) token ids past which the next request folds them: 8 MiB plus one prompt.
+Keys are salted with a per-process random base and never leave the process.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ _FRESH_KEY = 1 << 63  # output pages: a counter with the top bit set
 _PROMPT_MASK = np.uint64((1 << 63) - 1)  # prompt keys: the top bit clear
 _NAMESPACE_CACHE = 1024  # namespace hashes kept (a dict cleared when full)
 FOLD_EVERY = 256  # buffered requests and finishes folded at once (and at every curve read)
+FOLD_TOKENS = 1 << 20  # ... or once this many prompt token ids wait (8 MiB of int64)
 _ZERO = np.uint64(0)
 _NO_KEYS, _NO_WEIGHTS = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64)
 
@@ -59,9 +62,9 @@ _NO_KEYS, _NO_WEIGHTS = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float
 class WhatIfShadow:
     """Feed it each request's prompt once, when the engine matches it (`observe`); read the
     curve with `curve()`. Requests and finishes are buffered and folded into the mini-caches
-    in arrival order in batches (`flush`: every FOLD_EVERY, and before every curve read),
-    which leaves every figure as folding each at once would. Mutates only itself. Not
-    thread-safe: call from the thread that runs the scheduler."""
+    in arrival order in batches (`flush`: at FOLD_EVERY operations or FOLD_TOKENS buffered
+    token ids, and before every curve read), which leaves every figure as folding each at
+    once would. Mutates only itself. Not thread-safe: call from the scheduler's thread."""
 
     def __init__(self, *, pool_tokens: int, page_size: int, rate: float = DEFAULT_RATE,
                  full_depth_pages: int = FULL_DEPTH_PAGES, scales=POOL_SCALES,
@@ -84,6 +87,7 @@ class WhatIfShadow:
         self._weight = 1.0 / rate  # what a sampled deep page stands for
         self._kernel_args = self._caches.kernel_args()
         self._pending: list[tuple] = []  # requests and finishes not folded in yet
+        self._pending_tokens = 0  # token ids they hold (FOLD_TOKENS bounds the memory)
         self._powers = self.hasher.powers(page_size)  # B^0 .. B^(p-1)
         self._warm_up()
         self.max_keys = max_keys_per_scale * len(self.scales)
@@ -113,6 +117,7 @@ class WhatIfShadow:
                                 self._threshold, self._weight)
         else:  # the page-by-page chain of PrefixHasher.token_hashes, at the flush
             work = (np.ascontiguousarray(tokens, dtype=np.int64).view(np.uint64), ns)
+            self._pending_tokens += prompt
         self._observed(work, prompt, matchable, output_tokens, cached_tokens)
 
     def observe(self, page_keys: np.ndarray, *, prompt_tokens: int, output_tokens: int = 0,
@@ -144,7 +149,7 @@ class WhatIfShadow:
         else:
             self.measured_hit_tokens += cached_tokens
         self._pending.append((work, matchable, *self._outputs(prompt_tokens, output_tokens)))
-        if len(self._pending) >= FOLD_EVERY:
+        if len(self._pending) >= FOLD_EVERY or self._pending_tokens >= FOLD_TOKENS:
             self.flush()
 
     def finish(self, *, prompt_tokens: int, output_tokens: int) -> None:
@@ -164,7 +169,7 @@ class WhatIfShadow:
         pending = self._pending
         if not pending:
             return
-        self._pending = []
+        self._pending, self._pending_tokens = [], 0
         sampled, counted, fulls = [], [], []
         page, full_depth = self.page_size, self.full_depth_pages
         for work, matchable, _, _ in pending:

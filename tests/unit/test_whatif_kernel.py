@@ -106,3 +106,22 @@ def test_compiled_request_matches_the_numpy_form(rate, max_keys):
         assert shadow._caches.held.tolist() == reference._caches.held.tolist()
         assert shadow._caches.capped.tolist() == reference._caches.capped.tolist()
     assert sum(reference._hits) > 0 and sum(len(s) for s in _lru(reference)) > 0
+
+
+def test_buffered_token_ids_are_bounded(monkeypatch):
+    """With FOLD_TOKENS at 1,000: two 600-token prompts (1,200 buffered ids) fold at the
+    second, a third waits alone; the curve then equals a shadow that folded each at once."""
+    import engine_adapter.instrument.whatif as whatif
+
+    monkeypatch.setattr(whatif, "FOLD_TOKENS", 1000)
+    shadows = [WhatIfShadow(pool_tokens=4096, page_size=16, rate=1.0, seed=9) for _ in range(2)]
+    bounded, each = shadows
+    prompts = [np.arange(600) + 1000 * (i % 2) for i in range(3)]
+    pending = []
+    for tokens in prompts:
+        bounded.observe_tokens(tokens, cached_tokens=0)
+        pending.append((len(bounded._pending), bounded._pending_tokens))
+        each.observe_tokens(tokens, cached_tokens=0)
+        each.flush()
+    assert pending == [(1, 600), (0, 0), (1, 600)]
+    assert bounded.curve() == each.curve()
