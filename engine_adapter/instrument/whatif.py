@@ -27,18 +27,22 @@ are near-monotone, so the sampled prefix stands for the full one). Assumes LRU.
 
 Memory is bounded: each mini-cache holds at most `max_keys_per_scale` pages (8,192 by
 default, 49,152 in all) in arrays allocated once (instrument/whatif_lru.py, compiled with
-numba: 2.1 MiB for six scales at the default bound); a scale that hits the bound evicts
-early and is flagged `capped` (its estimate is then a lower bound). Keys are
-salted with a per-process random base and never leave the process.
+numba: 1.5 MiB for six scales at the default bound); a scale that hits the bound evicts
+early and is flagged `capped` (its estimate is then a lower bound). Requests waiting to be
+folded in (instrument/whatif_kernel.py) are at most FOLD_EVERY (256), holding at most
+FOLD_TOKENS (2^20) token ids past which the next request folds them: 8 MiB plus one prompt.
+Keys are salted with a per-process random base and never leave the process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+
 import numpy as np
 
 from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, PrefixHasher
+from engine_adapter.instrument.whatif_kernel import SAMPLE_BITS, fold, sample_pages, sample_tokens
 from engine_adapter.instrument.whatif_lru import MiniCaches
 from engine_adapter.whatif_view import WhatIfCurve, WhatIfPoint
 
@@ -46,21 +50,21 @@ POOL_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_RATE = 0.01
 FULL_DEPTH_PAGES = 32  # one 512-token block at page 16
 MAX_KEYS_PER_SCALE = 8192
-_SAMPLE_BITS = 24
 _FRESH_KEY = 1 << 63  # output pages: a counter with the top bit set
 _PROMPT_MASK = np.uint64((1 << 63) - 1)  # prompt keys: the top bit clear
-# splitmix64's finalizer (the sampling hash), as numpy scalars built once
-_MIX_ADD, _MIX_1, _MIX_2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
-                            np.uint64(0x94D049BB133111EB))
-_SHIFT_30, _SHIFT_27, _SHIFT_31 = np.uint64(30), np.uint64(27), np.uint64(31)
-_SAMPLE_MASK = np.uint64((1 << _SAMPLE_BITS) - 1)
 _NAMESPACE_CACHE = 1024  # namespace hashes kept (a dict cleared when full)
+FOLD_EVERY = 256  # buffered requests and finishes folded at once (and at every curve read)
+FOLD_TOKENS = 1 << 20  # ... or once this many prompt token ids wait (8 MiB of int64)
+_ZERO = np.uint64(0)
+_NO_KEYS, _NO_WEIGHTS = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64)
 
 
 class WhatIfShadow:
     """Feed it each request's prompt once, when the engine matches it (`observe`); read the
-    curve with `curve()`. Mutates only itself. Not thread-safe: call from the thread that
-    runs the scheduler."""
+    curve with `curve()`. Requests and finishes are buffered and folded into the mini-caches
+    in arrival order in batches (`flush`: at FOLD_EVERY operations or FOLD_TOKENS buffered
+    token ids, and before every curve read), which leaves every figure as folding each at
+    once would. Mutates only itself. Not thread-safe: call from the scheduler's thread."""
 
     def __init__(self, *, pool_tokens: int, page_size: int, rate: float = DEFAULT_RATE,
                  full_depth_pages: int = FULL_DEPTH_PAGES, scales=POOL_SCALES,
@@ -74,12 +78,18 @@ class WhatIfShadow:
         salt = secrets.randbits(64) if seed is None else seed
         self.hasher = PrefixHasher(page_size, salt | 1)  # salted: keys never match SGLang's
         self._salt = np.uint64(salt)
-        self._threshold = np.uint64(int(rate * (1 << _SAMPLE_BITS)))
+        self._threshold = np.uint64(int(rate * (1 << SAMPLE_BITS)))
         self._stride = max(round(1 / rate), 1)  # output pages: every stride-th one
         pool_pages = pool_tokens / page_size
         self.scales = tuple(scales)
         self._caches = MiniCaches([s * pool_pages for s in self.scales], max_keys_per_scale)
-        self._hits = [0.0] * len(self.scales)
+        self._hits = np.zeros(len(self.scales), dtype=np.float64)  # hit weight per scale
+        self._weight = 1.0 / rate  # what a sampled deep page stands for
+        self._kernel_args = self._caches.kernel_args()
+        self._pending: list[tuple] = []  # requests and finishes not folded in yet
+        self._pending_tokens = 0  # token ids they hold (FOLD_TOKENS bounds the memory)
+        self._powers = self.hasher.powers(page_size)  # B^0 .. B^(p-1)
+        self._warm_up()
         self.max_keys = max_keys_per_scale * len(self.scales)
         self._namespaces: dict[str, np.uint64] = {}
         self._fresh = 0
@@ -93,17 +103,22 @@ class WhatIfShadow:
     def observe_tokens(self, tokens, *, block_ids=None, namespace: str = "",
                        output_tokens: int = 0,
                        cached_tokens: int | None = None) -> None:
-        """`observe` for a prompt given as token ids (hashed here with the salted base; from
-        its Mooncake block ids when given, without expanding them). Requests of different
-        namespaces never share a key (SGLang's tree separates them)."""
+        """`observe` for a prompt given as token ids (hashed with the salted base; from its
+        Mooncake block ids when given, without expanding them). Requests of different
+        namespaces never share a key (SGLang's tree separates them). Token ids are hashed
+        and sampled at the next `flush` (compiled, warm): a token array must not change
+        until then (SGLang's and the embedded engine's prompts never do; a list is copied)."""
+        ns = self._hashed_text(namespace) if namespace else _ZERO
+        prompt = len(tokens)
+        matchable = (prompt - 1) // self.page_size  # SGLang caps a match at S-1 tokens
         if block_ids is not None and BLOCK_TOKENS % self.page_size == 0:
-            hashes = self.hasher.block_hashes(block_ids, len(tokens))
-        else:
-            hashes = self.hasher.token_hashes(np.asarray(tokens, dtype=np.int64))
-        if namespace:
-            hashes = hashes ^ self._hashed_text(namespace)
-        self.observe(hashes, prompt_tokens=len(tokens), output_tokens=output_tokens,
-                            cached_tokens=cached_tokens)
+            keys = (self.hasher.block_hashes(block_ids, prompt) ^ ns) & _PROMPT_MASK
+            work = sample_pages(keys, matchable, self.full_depth_pages, self._salt,
+                                self._threshold, self._weight)
+        else:  # the page-by-page chain of PrefixHasher.token_hashes, at the flush
+            work = (np.ascontiguousarray(tokens, dtype=np.int64).view(np.uint64), ns)
+            self._pending_tokens += prompt
+        self._observed(work, prompt, matchable, output_tokens, cached_tokens)
 
     def observe(self, page_keys: np.ndarray, *, prompt_tokens: int, output_tokens: int = 0,
                 cached_tokens: int | None = None) -> None:
@@ -111,9 +126,21 @@ class WhatIfShadow:
         order; `output_tokens` of output pages (floor((S+O-1)/P) - floor(S/P), never shared)
         are inserted with it (0: insert them later with `finish`). cached_tokens: what the
         engine itself matched (the trust check)."""
-        page = self.page_size
-        matchable = (prompt_tokens - 1) // page  # SGLang caps a match at S-1 tokens
-        keys = np.asarray(page_keys, dtype=np.uint64) & _PROMPT_MASK
+        matchable = (prompt_tokens - 1) // self.page_size  # SGLang caps a match at S-1 tokens
+        keys = np.ascontiguousarray(page_keys, dtype=np.uint64) & _PROMPT_MASK
+        work = sample_pages(keys, matchable, self.full_depth_pages, self._salt,
+                            self._threshold, self._weight)
+        self._observed(work, prompt_tokens, matchable, output_tokens, cached_tokens)
+
+    def _observed(self, work: tuple, prompt_tokens: int, matchable: int, output_tokens: int,
+                  cached_tokens: int | None) -> None:
+        """Count the request and buffer it for the next `flush`: `work` is its sample
+        (sample_pages) or (token ids, namespace hash) to sample then.
+
+        SGLang's step order (kvctl/replay/curve/distance.py), applied by the fold: match
+        every sampled page first, counting leading hits (nothing moves); then insert,
+        deepest first. The caches nest (an LRU's content grows with its size), so a larger
+        cache's hit run starts where the smaller one's ended."""
         self.requests += 1
         self.prompt_tokens += prompt_tokens
         self.matchable_pages += matchable
@@ -121,54 +148,78 @@ class WhatIfShadow:
             self._measured = False  # one request without a figure: no trust check
         else:
             self.measured_hit_tokens += cached_tokens
-        full = min(self.full_depth_pages, len(keys))
-        deep = np.flatnonzero(self._in_sample(keys[full:])) + full
-        sampled = np.concatenate((keys[:full], keys[deep]))
-        weight = 1.0 / self.rate
-        n_deep = len(deep)
-        deep_counted = int(np.count_nonzero(deep < matchable))  # deep is ascending
-        counted = [1.0] * min(full, matchable) + [0.0] * max(full - matchable, 0) + \
-            [weight] * deep_counted + [0.0] * (n_deep - deep_counted)  # the weight a hit counts
-        self.sampled_matchable_weight += sum(counted)
-        # SGLang's step order (kvctl/replay/curve/distance.py): match every page first,
-        # counting leading hits (nothing moves); then insert, deepest first. The caches
-        # nest (an LRU's content grows with its size), so a larger cache's hit run starts
-        # where the smaller one's ended (MiniCaches.hit_runs).
-        hits = self._hits
-        for index, run in enumerate(self._caches.hit_runs(sampled).tolist()):
-            hits[index] += sum(counted[:run])
-        weights = np.full(len(sampled), weight)
-        weights[n_deep:] = 1.0  # deepest first, as the keys below
-        order, order_weights = sampled[::-1], weights
-        outputs = self._outputs(prompt_tokens, output_tokens)
-        if outputs:
-            order = np.concatenate((np.array([k for k, _ in outputs], dtype=np.uint64), order))
-            order_weights = np.concatenate((np.array([w for _, w in outputs]), weights))
-        self._caches.touch(np.ascontiguousarray(order), order_weights)
+        self._pending.append((work, matchable, *self._outputs(prompt_tokens, output_tokens)))
+        if len(self._pending) >= FOLD_EVERY or self._pending_tokens >= FOLD_TOKENS:
+            self.flush()
 
     def finish(self, *, prompt_tokens: int, output_tokens: int) -> None:
         """A request observed with output_tokens=0 finished: its output pages are inserted
         (SGLang inserts the committed sequence then; the prompt's pages keep the recency
-        of its match, as in the one-pass curve)."""
-        outputs = self._outputs(prompt_tokens, output_tokens)
-        if outputs:
-            self._caches.touch(np.array([k for k, _ in outputs], dtype=np.uint64),
-                               np.array([w for _, w in outputs]))
+        of its match, as in the one-pass curve). Buffered, in order with the requests."""
+        out_keys, out_weights = self._outputs(prompt_tokens, output_tokens)
+        if len(out_keys):
+            self._pending.append((None, 0, out_keys, out_weights))
+            if len(self._pending) >= FOLD_EVERY:
+                self.flush()
 
-    def _outputs(self, prompt_tokens: int, output_tokens: int) -> list[tuple[int, float]]:
-        """The request's new output pages that fall in the sample, deepest first. They are
-        never shared (unique ids), so every 1/rate-th one is kept: a spatial sample of
-        unique keys, without hashing them."""
+    def flush(self) -> None:
+        """Fold every buffered request and finish into the mini-caches, in arrival order:
+        sample the requests given as token ids, add each request's sampled weight, then one
+        compiled call (instrument/whatif_kernel.py `fold`). `curve` calls it first."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending, self._pending_tokens = [], 0
+        sampled, counted, fulls = [], [], []
+        page, full_depth = self.page_size, self.full_depth_pages
+        for work, matchable, _, _ in pending:
+            if work is None:  # a finish: output pages only
+                keys, weights, total, full = _NO_KEYS, _NO_WEIGHTS, 0.0, 0
+            elif len(work) == 2:  # token ids: the page keys and their sample, compiled
+                ids, ns = work
+                page_powers = self.hasher.page_powers(0, max(len(ids) // page, 1))
+                keys, weights, total, full = sample_tokens(
+                    ids, page, self._powers, page_powers, ns, matchable, full_depth,
+                    self._salt, self._threshold, self._weight)
+            else:
+                keys, weights, total, full = work
+            if work is not None:
+                self.sampled_matchable_weight += total
+            sampled.append(keys)
+            counted.append(weights)
+            fulls.append(full)
+        out_keys = [item[2] for item in pending]
+        fold(np.concatenate(sampled), np.concatenate(counted), _starts(sampled),
+             np.array(fulls, dtype=np.int64), np.concatenate(out_keys),
+             np.concatenate([item[3] for item in pending]), _starts(out_keys), self._weight,
+             self._hits, *self._kernel_args)
+
+    def _warm_up(self) -> None:
+        """Compile (or load numba's on-disk cache of) the kernels now, at the plugin's
+        attach, with the argument types of every later call and no effect on the state:
+        not inside the scheduler's first prefill (MiniCaches does the same)."""
+        empty = np.empty(0, dtype=np.uint64)
+        sample_tokens(empty, self.page_size, self._powers, self.hasher.page_powers(0, 1), _ZERO,
+                      0, self.full_depth_pages, self._salt, self._threshold, self._weight)
+        sample_pages(empty, 0, self.full_depth_pages, self._salt, self._threshold,
+                     self._weight)
+        self._pending.append((None, 0, _NO_KEYS, _NO_WEIGHTS))
+        self.flush()  # nothing sampled: no lookup hits, nothing inserted
+
+    def _outputs(self, prompt_tokens: int, output_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """The request's new output pages that fall in the sample, deepest first, and their
+        weights. They are never shared (unique ids), so every 1/rate-th one is kept: a
+        spatial sample of unique keys, without hashing them."""
         page = self.page_size
         extra = max((prompt_tokens + output_tokens - 1) // page - prompt_tokens // page, 0)
         first, self._fresh = self._fresh, self._fresh + extra
         stride = self._stride
         start = -(-first // stride) * stride
-        weight = float(stride)
-        return [(_FRESH_KEY | n, weight) for n in range(start, first + extra, stride)][::-1]
-
-    def _in_sample(self, keys: np.ndarray) -> np.ndarray:
-        return self._hashed(keys) < self._threshold
+        if start >= first + extra:
+            return _NO_KEYS, _NO_WEIGHTS
+        numbers = np.arange(start, first + extra, stride, dtype=np.uint64)[::-1]
+        keys = numbers | np.uint64(_FRESH_KEY)
+        return keys, np.full(len(keys), float(stride))
 
     def _hashed_text(self, text: str) -> np.uint64:
         """The salted hash of a namespace label, kept for the next request of it."""
@@ -183,10 +234,12 @@ class WhatIfShadow:
 
     def curve(self) -> WhatIfCurve:
         """The estimate now (cumulative over every request observed)."""
+        self.flush()
         cacheable = (self.matchable_pages * self.page_size / self.prompt_tokens
                      if self.prompt_tokens else 0.0)
         points = []
-        for scale, hits, capped in zip(self.scales, self._hits, self._caches.capped.tolist()):
+        for scale, hits, capped in zip(self.scales, self._hits.tolist(),
+                                       self._caches.capped.tolist()):
             rate = (hits / self.sampled_matchable_weight * cacheable
                     if self.sampled_matchable_weight else None)
             points.append(WhatIfPoint(pool_scale=scale, pool_tokens=int(scale * self.pool_tokens),
@@ -199,15 +252,9 @@ class WhatIfShadow:
                            shadow_keys=int(self._caches.count.sum()),
                            max_keys=self.max_keys, measured_hit_rate=measured)
 
-    def _hashed(self, keys: np.ndarray) -> np.ndarray:
-        """splitmix64's finalizer of the salted keys, low _SAMPLE_BITS bits; in place on one
-        array (uint64 array arithmetic wraps silently)."""
-        z = keys ^ self._salt
-        z += _MIX_ADD
-        z ^= z >> _SHIFT_30
-        z *= _MIX_1
-        z ^= z >> _SHIFT_27
-        z *= _MIX_2
-        z ^= z >> _SHIFT_31
-        z &= _SAMPLE_MASK
-        return z
+
+def _starts(parts) -> np.ndarray:
+    """Offsets of each part in their concatenation, and the total at the end."""
+    starts = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(part) for part in parts], out=starts[1:])
+    return starts

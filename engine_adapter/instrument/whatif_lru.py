@@ -16,8 +16,10 @@ Layout per scale c (K = key bound + 1 slots, the +1 for the moment after an inse
                                    shifts the run back (no tombstones), load <= 1/2
     free[c, :n_free[c]]            unused slots (a stack)
 
-Memory: (8 + 8 + 4 + 4 + 4) B a slot and 4 B a table cell (at least 2 cells a slot, a power
-of two), allocated once: 352 KiB a scale at the default bound of 8,192 keys, 2.1 MiB for six.
+Memory: (8 + 8 + 4 + 4 + 4) B a slot and 2 B a table cell (4 B above 32,766 keys; at least 2
+cells a key, a power of two), allocated once: 256 KiB a scale at the default bound of 8,192
+keys, 1.5 MiB for six. Slots are reused from a stack, so the live ones stay dense at the low
+ids; the table is the part read at random (32 KiB a scale, 192 KiB for six).
 """
 
 from __future__ import annotations
@@ -156,11 +158,14 @@ class MiniCaches:
     def __init__(self, capacities, max_keys: int) -> None:
         n = len(capacities)
         slots = max_keys + 1
-        cells = 1 << max(int(2 * slots - 1).bit_length(), 1)  # load <= 1/2
+        cells = 1 << max(int(2 * max_keys - 1).bit_length(), 1)  # load <= 1/2 at the bound
         self.max_keys = max_keys
         self.mask = cells - 1
         self.capacity = np.asarray(capacities, dtype=np.float64)
-        self.table = np.full((n, cells), _EMPTY, dtype=np.int32)
+        # slot ids; 2 B a cell when they fit (the table is the randomly read part: small
+        # keeps it in cache between requests)
+        table_type = np.int16 if slots <= np.iinfo(np.int16).max else np.int32
+        self.table = np.full((n, cells), _EMPTY, dtype=table_type)
         self.keys = np.zeros((n, slots), dtype=np.uint64)
         self.weights = np.zeros((n, slots), dtype=np.float64)
         self.newer = np.full((n, slots), _EMPTY, dtype=np.int32)
@@ -177,6 +182,13 @@ class MiniCaches:
         # in the scheduler's first step: about 2 s cold here, 0.4 s cached
         self.hit_runs(np.empty(0, dtype=np.uint64))
         self.touch(np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64))
+
+    def kernel_args(self) -> tuple:
+        """The arrays a compiled caller passes on to `_match_all` / `_touch_all` (in
+        instrument/whatif_kernel.py's order: runs, then the touch arguments)."""
+        return (self._runs, self.table, self.keys, self.weights, self.newer, self.older,
+                self.head, self.tail, self.free, self.n_free, self.held, self.count,
+                self.capped, self.capacity, self.max_keys, self.mask)
 
     def hit_runs(self, sampled: np.ndarray) -> np.ndarray:
         """Per scale, how many of `sampled` (uint64 keys, in prompt order) lead in it."""

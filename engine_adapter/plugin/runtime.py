@@ -6,14 +6,17 @@ Every call arrives from SGLang's scheduler thread through hooks.py, at a step bo
                                            block hashes (recording/tap.py)    O(1) / O(prompt)
     ingest_requests        -> step_timer   a scheduling round starts (step_timer.py)  O(1)
     run_batch              -> step_timer   the forward returned (CPU device only)     O(1)
+                              (the step timer runs once /step_samples was read, or from
+                              startup with KVCTL_PLUGIN_STEP_TIMING=1: read_step_timer)
     process_batch_result   -> on_batch     the step's time and shape (step_timer.py), tally,
                                            finished requests to the recording,
                                            then maybe_sample                  O(batch)
     on_idle                -> on_idle      maybe_sample
     eviction probe         -> on_evict     tally + an `eviction` receipt
     (first extend of a request)            a `match` receipt (receipt_log.py); the what-if
-                                           shadow looks its prompt up (instrument/whatif.py)
-    (a request's finish)                   the shadow inserts its output pages
+                                           shadow buffers its prompt (instrument/whatif.py)
+    (a request's finish)                   the shadow buffers its output pages; both are
+                                           folded in at each sample, before its curve is read
     maybe_sample: every KVCTL_PLUGIN_LEDGER_S  ledger + refcount reconciliation + requests
                   every KVCTL_PLUGIN_TREE_S    also the per-node tree read (a full walk)
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +51,7 @@ from engine_adapter.recording.tap import RecordingTap
 from engine_adapter.snapshot import EngineInfo, Snapshot, TreeNodes, TreeStats
 
 logger = logging.getLogger("kvctl.plugin")
+STEP_TIMER_IDLE_S = 600.0  # an on-demand step timer unread this long stops timing
 
 
 def _whatif_shadow(settings: PluginSettings, info: EngineInfo):
@@ -73,10 +78,15 @@ class PluginRuntime:
         self.receipts = ReceiptLog()
         # off unless KVCTL_RECORD=1 (kvctl record); blocks of the server's page by default
         self.recording = RecordingTap.from_env(page_size=info.page_size)
-        # /step_samples (kvctl calibrate, kvctl record); the CPU runs forwards in run_batch
+        # /step_samples (kvctl calibrate, kvctl record); the CPU runs forwards in run_batch.
+        # The hooks feed `step_timer` only (None: not timing); /step_samples serves
+        # `_served_timer` and arms it (read_step_timer) unless it times from startup.
         device = getattr(getattr(scheduler, "server_args", None), "device", None)
-        self.step_timer = (StepTimer(synchronous=str(device) == "cpu")
-                           if settings.step_timing else None)  # KVCTL_PLUGIN_STEP_TIMING=0
+        self._served_timer = (StepTimer(synchronous=str(device) == "cpu")
+                              if settings.step_timing else None)  # KVCTL_PLUGIN_STEP_TIMING=0
+        self.step_timer = self._served_timer if settings.step_timing_from_start else None
+        self._step_lock = threading.Lock()  # arming (HTTP thread) against disarming
+        self._step_read_s = 0.0
         self.sampler = Sampler(info)
         self.clock = clock
         self.started_s = clock()
@@ -147,11 +157,35 @@ class PluginRuntime:
         self.whatif.finish(prompt_tokens=len(req.origin_input_ids),
                            output_tokens=len(req.output_ids))
 
+    def read_step_timer(self) -> StepTimer | None:
+        """The step timer /step_samples serves (None: KVCTL_PLUGIN_STEP_TIMING=0), armed:
+        on demand, steps are timed from the next one on (HTTP thread; one assignment)."""
+        with self._step_lock:
+            timer = self._served_timer
+            if timer is not None and self.step_timer is None:
+                self.step_timer = timer
+            self._step_read_s = self.clock()
+        return timer
+
+    def _disarm_idle_step_timer(self, now: float) -> None:
+        """An on-demand timer nobody read for STEP_TIMER_IDLE_S stops timing; the next read
+        starts a fresh one (a new timer_id: readers see a restart, not a gap)."""
+        with self._step_lock:
+            if now - self._step_read_s <= STEP_TIMER_IDLE_S:
+                return
+            old = self._served_timer
+            self.step_timer = None
+            self._served_timer = StepTimer(synchronous=old.synchronous, clock=old.clock)
+            self._served_timer.started_s = old.started_s  # end_s: since the plugin attached
+
     def maybe_sample(self, batch: Any) -> None:
         now = self.clock()
         if now < self._next_sample_s:
             return
         self._next_sample_s = now + self.settings.ledger_s
+        if (self.step_timer is not None and not self.settings.step_timing_from_start
+                and now - self._step_read_s > STEP_TIMER_IDLE_S):
+            self._disarm_idle_step_timer(now)
         per_node = now >= self._next_tree_s
         if per_node:
             self._next_tree_s = now + self.settings.tree_s

@@ -134,7 +134,8 @@ class PluginServer:
             from engine_adapter.plugin.step_route import step_samples_response
 
             query = {k: v[0] for k, v in parse_qs(urlsplit(raw_path).query).items()}
-            status, doc = step_samples_response(getattr(self.runtime, "step_timer", None), query)
+            read = getattr(self.runtime, "read_step_timer", None)  # arms an on-demand timer
+            status, doc = step_samples_response(read() if read is not None else None, query)
             return status, _json({**self.envelope(), **doc} if status == 200 else doc)
         return 404, _json({"error": f"no route {path}; try /healthz, /snapshot, /receipts, "
                                     "/step_samples or /records"})

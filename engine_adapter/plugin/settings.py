@@ -10,7 +10,9 @@
     KVCTL_PLUGIN_LEDGER_S=1.0        seconds between samples (ledger + reconciliation)
     KVCTL_PLUGIN_TREE_S=10.0         seconds between per-node tree reads
     KVCTL_PLUGIN_MAX_FAILURES=5      exceptions before the plugin disables itself
-    KVCTL_PLUGIN_STEP_TIMING=1       time every scheduler step (/step_samples); 0 turns it off
+    KVCTL_PLUGIN_STEP_TIMING         unset: time scheduler steps once /step_samples is read
+                                     (kvctl calibrate, record, replay --against) until nobody
+                                     read it for 10 minutes; 1: from startup; 0: never
     KVCTL_PLUGIN_WHATIF_RATE=0.01    sample rate of the what-if shadow (instrument/whatif.py);
                                      0 turns it off
 
@@ -51,6 +53,7 @@ class PluginSettings:
     tree_s: float = 10.0
     max_failures: int = 5
     step_timing: bool = True
+    step_timing_from_start: bool = False  # KVCTL_PLUGIN_STEP_TIMING=1 (unset: on demand)
     whatif_rate: float = 0.01
     allow_unauthenticated: bool = False
 
@@ -63,7 +66,8 @@ class PluginSettings:
             ledger_s=_seconds(environ, "KVCTL_PLUGIN_LEDGER_S", cls.ledger_s),
             tree_s=_seconds(environ, "KVCTL_PLUGIN_TREE_S", cls.tree_s),
             max_failures=_int(environ, "KVCTL_PLUGIN_MAX_FAILURES", cls.max_failures, low=1),
-            step_timing=bool(_int(environ, "KVCTL_PLUGIN_STEP_TIMING", 1, low=0, high=1)),
+            step_timing=_step_timing(environ) != "0",
+            step_timing_from_start=_step_timing(environ) == "1",
             whatif_rate=_rate(environ, "KVCTL_PLUGIN_WHATIF_RATE", cls.whatif_rate),
             allow_unauthenticated=_switch(environ, "KVCTL_PLUGIN_ALLOW_UNAUTHENTICATED"),
         )
@@ -125,6 +129,15 @@ def _int(environ: Mapping[str, str], name: str, default: int, *, low: int,
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
         raise InputError(f"{name}={value} must be {bound}")
     return value
+
+
+def _step_timing(environ: Mapping[str, str]) -> str:
+    """KVCTL_PLUGIN_STEP_TIMING: "" (on demand), "1" (from startup) or "0" (off)."""
+    raw = environ.get("KVCTL_PLUGIN_STEP_TIMING", "").strip()
+    if raw not in ("", "0", "1"):
+        raise InputError(f"KVCTL_PLUGIN_STEP_TIMING={raw!r} must be 1 (time every step from "
+                         "startup), 0 (never) or unset (time steps once /step_samples is read)")
+    return raw
 
 
 def _switch(environ: Mapping[str, str], name: str) -> bool:

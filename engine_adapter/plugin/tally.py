@@ -70,8 +70,10 @@ class StepTally:
         """One processed batch (`Scheduler.process_batch_result`). Runs every step: decode
         (the common case) is one length and one attribute read per request."""
         self.steps += 1
-        mode = batch.forward_mode
         reqs = batch.reqs
+        if not reqs:  # nothing to count (an idle batch): skip the mode checks
+            return
+        mode = batch.forward_mode
         if mode.is_decode():
             self.decode_tokens += len(reqs)
         elif mode.is_extend():

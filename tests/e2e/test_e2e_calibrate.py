@@ -66,12 +66,17 @@ def test_calibrate_fits_the_real_servers_steps_and_the_model_drives_a_replay(cal
     errors, steps per kind), writes a model file whose fit counts prefill and decode steps,
     and `kvctl replay --cost-model` on that file labels its latencies fitted."""
     out = tmp_path / "server-cost.json"
-    traffic = threading.Thread(target=_traffic, args=(calib_server,))
+    # The server times steps once /step_samples is read (KVCTL_PLUGIN_STEP_TIMING unset):
+    # traffic runs until calibrate's window has closed, so the window sees it throughout.
+    collected = threading.Event()
+    traffic = threading.Thread(target=_traffic, args=(calib_server,),
+                               kwargs={"until": collected})
     traffic.start()
     try:
         done = kvctl("calibrate", "--url", calib_server.url, "--out", str(out),
                      "--duration", "25s", "--interval", "0.5", "--history", timeout_s=300)
     finally:
+        collected.set()
         traffic.join(600)
     assert done.returncode == 0, done.stderr
     print(done.stdout)  # the real figures, for the report (pytest -s)
