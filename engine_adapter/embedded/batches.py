@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from engine_adapter.embedded.allocation import PrefillPlan
 from engine_adapter.embedded.decode import Decode, DecodeStep
@@ -34,14 +35,14 @@ from engine_adapter.embedded.state import EngineState
 NO_DECODE = DecodeStep(0, 0, None)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Batch:
     """What one step runs. `kind`: "jump", "prefill", "decode" or "none". `plan`: the
     step's prefill plan (unallocated unless `kind` is "prefill"); `decode`: the decode
     step prepared (its `requests` 0 when the retraction emptied the batch); `clocks`: a
     jump's end-of-step clocks; `first`: the end state of a merged jump's first step."""
 
-    kind: str
+    kind: Literal["prefill", "decode", "jump", "none"]
     plan: PrefillPlan = field(default_factory=PrefillPlan)
     decode: DecodeStep = NO_DECODE
     clocks: list[float] = field(default_factory=list)
