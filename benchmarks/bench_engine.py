@@ -29,7 +29,7 @@ TRACE = Path(__file__).resolve().parents[1] / "examples" / "traces" / "mooncake"
 TARGET_RATIO = 1.10
 
 
-def run_once(*, instrument: bool, limit: int, pool_tokens: int, quantum: int) -> dict:
+def run_once(*, instrument: bool, limit: int, pool_tokens: int) -> dict:
     """One replay; returns wall seconds, engine steps, prompt tokens and what it computed."""
     from engine_adapter.embedded.config import EngineConfig
     from engine_adapter.embedded.engine import EmbeddedEngine
@@ -39,7 +39,6 @@ def run_once(*, instrument: bool, limit: int, pool_tokens: int, quantum: int) ->
     engine = EmbeddedEngine(EngineConfig(
         pool_tokens=pool_tokens, page_size=16, token_budget=8_192, max_context_len=131_072,
         max_running_requests=256, tree_core="rust", kv_pool="noop", instrument=instrument,
-        decode_quantum=quantum,
     ))
     driver = MooncakeDriver(TRACE, limit=limit)
     started = time.perf_counter()
@@ -69,8 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="instrumented/plain pairs")
     parser.add_argument("--pool-tokens", type=int, default=131_072,
                         help="KV pool token slots (default: 16 GiB of Llama-3-8B K/V)")
-    parser.add_argument("--decode-quantum", type=int, default=1,
-                        help="decode tokens per request per step (1 = SGLang's token-by-token)")
     args = parser.parse_args(argv)
 
     import sglang.srt.mem_cache.unified_radix_cache  # noqa: F401  (import outside the timing)
@@ -79,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.rounds):
         order = (True, False) if index % 2 == 0 else (False, True)
         for instrument in order:
-            result = run_once(instrument=instrument, limit=args.limit, pool_tokens=args.pool_tokens,
-                              quantum=args.decode_quantum)
+            result = run_once(instrument=instrument, limit=args.limit, pool_tokens=args.pool_tokens)
             runs[instrument].append(result)
             label = "on " if instrument else "off"
             print(f"round {index + 1} instrumentation {label}: {result['wall_s']:7.2f} s, "
@@ -94,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     steps, prompt = on[0]["steps"], on[0]["prompt_tokens_submitted"]
     print(f"\nMooncake slice: first {args.limit} requests, {prompt:,} prompt tokens, "
           f"{on[0]['decode_tokens']:,} output tokens, {steps:,} engine steps, "
-          f"{on[0]['evictions']:,} evictions, pool {args.pool_tokens:,} tokens, "
-          f"decode quantum {args.decode_quantum}")
+          f"{on[0]['evictions']:,} evictions, pool {args.pool_tokens:,} tokens")
     medians = {}
     for instrument, results in ((True, on), (False, off)):
         wall = statistics.median(r["wall_s"] for r in results)

@@ -23,7 +23,7 @@ figure). Start-up is measured from the child's first kvctl import, so the interp
 own start (~0.1 s) is outside it; the end-to-end figure includes start and teardown.
 
     .venv/bin/python benchmarks/bench_replay.py [--limit N] [--pools 0,default]
-                                                [--exact-batches] [--decode-quantum Q]
+                                                [--exact-batches]
     .venv/bin/python benchmarks/bench_replay.py --startup-only [--repeat 3]
 """
 
@@ -65,8 +65,7 @@ def child_kvctl(args: argparse.Namespace) -> dict:
     EmbeddedEngine.step = step
     pool = None if args.pool == "default" else int(args.pool)
     prepared = prepare(ReplaySettings(workload=str(TRACE), limit=args.limit, pool_tokens=pool,
-                                      exact_batches=args.exact_batches,
-                                      decode_quantum=args.decode_quantum))
+                                      exact_batches=args.exact_batches))
     if args.instrument_off:
         prepared = dataclasses.replace(prepared, config=dataclasses.replace(prepared.config, instrument=False))
     doc = run(prepared).report.to_dict()
@@ -97,8 +96,6 @@ def kvctl_argv(args, pool: str, *, instrument_off: bool = False) -> list[str]:
         argv += ["--limit", str(args.limit)]
     if args.exact_batches:
         argv.append("--exact-batches")
-    if args.decode_quantum:
-        argv += ["--decode-quantum", str(args.decode_quantum)]
     if instrument_off:
         argv.append("--instrument-off")
     return argv
@@ -149,7 +146,6 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
     parser.add_argument("--pools", default="0,default", help="comma list: 0 (unbounded), default, or tokens")
     parser.add_argument("--exact-batches", action="store_true", help="kvctl on SGLang's ScheduleBatch path")
-    parser.add_argument("--decode-quantum", type=int, default=None)
     parser.add_argument("--startup-only", action="store_true",
                         help="measure only start-up and `kvctl replay --limit 1` end to end")
     parser.add_argument("--repeat", type=int, default=2, help="runs per figure with --startup-only")

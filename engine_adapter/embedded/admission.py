@@ -333,21 +333,18 @@ class Admission:
 
     # ---- after the step: SGLang's update_running_batch bookkeeping ---------------------
 
-    def on_decode(self, retracted: bool, kept) -> None:
-        """scheduler.py update_running_batch: after a retraction the ratio is
-        retract_decode's estimate over the kept requests (`kept`, read only then); else
-        one decay step."""
-        from sglang.srt.managers.scheduler_components.new_token_ratio_tracker import (
-            NewTokenRatioTracker,
-        )
-
-        if retracted:
-            self.ratio.current = NewTokenRatioTracker.estimate_new_token_ratio_after_retract(kept)
+    def after_step(self, decode_steps: int, retract_ratio: float | None, shrunk: bool) -> None:
+        """The step's bookkeeping, once per step. scheduler.py update_running_batch: after a
+        retraction the ratio is retract_decode's estimate (`retract_ratio`) and the batch is
+        no longer full; else it decays once per decode step run (`decode_steps`: a jump's
+        several). `shrunk`: a request left the running batch (finish, abort, a prefill
+        member that does not decode next): get_next_batch_to_run's filter_batch clears
+        batch_is_full."""
+        if retract_ratio is not None:
+            self.ratio.current = retract_ratio
             self.batch_is_full = False
         else:
-            self.ratio.decay_step()
-
-    def on_batch_shrunk(self) -> None:
-        """A request left the running batch (finish, abort): get_next_batch_to_run's
-        filter_batch clears batch_is_full."""
-        self.batch_is_full = False
+            for _ in range(decode_steps):
+                self.ratio.decay_step()
+        if shrunk:
+            self.batch_is_full = False

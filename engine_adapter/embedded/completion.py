@@ -71,8 +71,8 @@ class Completion:
                 tr.state = RequestState.RUNNING
                 st.join_running(tr)
                 keep.append(index)
-        if plan.batch is None or st.config.decode_quantum > 1:
-            return  # the direct path and quantum decode read the decode set from st.running
+        if plan.batch is None:
+            return  # the direct path reads the decode set from st.running
         self._merge_decode_batch(plan.batch, last_tokens, keep)
 
     def _merge_decode_batch(self, batch, last_tokens: list[int], keep: list[int]) -> None:

@@ -24,6 +24,13 @@ HICACHE_WRITE_POLICIES: tuple[str, ...] = ("write_back", "write_through", "write
 HICACHE_DEFAULT_WRITE_POLICY = "write_through"
 SCHEDULE_POLICIES: tuple[str, ...] = ("lpm", "random", "fcfs", "dfs-weight", "lof", "priority",
                                       "routing-key", "hrrn", "shortest-prefill-first")
+# Decoding Q > 1 tokens per request per step (a third decode path, through SGLang's extend
+# allocation) was retired: decode jumps (jumps.py) made the per-token path as fast. Measured
+# 2026-12-05, shared 2-core machine, whole process, alternating: 1,000 requests of the
+# shipped trace took 40.1 s and 28.0 s per token (13,438 steps) against 45.9 s and 49.1 s
+# at Q=16 (2,515 steps).
+QUANTUM_RETIRED = ("--decode-quantum was retired: decode jumps make SGLang's per-token decode "
+                   "as fast (1,000 trace requests: 28-40 s exact, 46-49 s at Q=16); drop the option")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +107,7 @@ class EngineConfig:
     # and merged when an allocation runs short instead of re-concatenating the whole free
     # list on every free. Only page ids' order differs. None: on for pools over 1M tokens.
     allocator_need_sort: bool | None = None
-    decode_quantum: int = 1  # tokens per request per decode step; >1 only for long replays
+    decode_quantum: int = 1  # tokens per request per decode step: 1 only (QUANTUM_RETIRED)
     instrument: bool = True  # content oracle + counterfactual funnel; off only to measure its cost
     # Distinct pages the content oracle expects to remember (a workload's estimate, e.g.
     # TraceSummary.oracle_pages): its first key's set is sized for them once instead of
@@ -119,7 +126,7 @@ class EngineConfig:
     # calls, slower; the fidelity tests' oracle. Always on when the tiny model runs.
     exact_batches: bool = False
     # Event-driven decode on the direct path: several decode steps in one allocation when
-    # nothing can change in between (embedded/decode_direct.py). Off: one call per step.
+    # nothing can change in between (embedded/jumps.py). Off: one call per step.
     # Only for drivers that pass their next event to step(horizon_s=...) (workload.drive).
     decode_jumps: bool = False
     # The live what-if curve (engine_adapter/instrument/whatif.py): rate of its spatially
@@ -186,10 +193,8 @@ class EngineConfig:
                              f"({self.page_size} tokens)")
         if self.max_running_requests <= 0 or self.max_context_len <= 0:
             raise InputError("max running requests and max context length must be positive")
-        if self.decode_quantum < 1:
-            raise InputError(f"decode quantum must be >= 1, got {self.decode_quantum}")
-        if self.tiny_model and self.decode_quantum != 1:
-            raise InputError("the tiny model decodes one token per step: use decode_quantum=1")
+        if self.decode_quantum != 1:
+            raise InputError(QUANTUM_RETIRED)
         if self.hicache_ratio is not None:
             self._validate_hicache()
         if self.tau_high is not None and not 0.0 < self.tau_high <= 1.0:

@@ -1,81 +1,124 @@
-"""One decode step for the running batch, through SGLang's own decode path.
+"""Decode for the running batch, through SGLang's decode path: the one decode class.
 
-Before allocating, SGLang's `ScheduleBatch.check_decode_mem()` asks the allocator (which
-evicts reclaimable cache first) whether one more token per request fits; if not,
-`retract_decode()` preempts requests in SGLang's retraction order, releasing their rows
-without publishing them (they are re-queued and recomputed, "retraction"). Then
-`prepare_for_decode()` allocates one slot per request.
+One step is SGLang's `Scheduler.update_running_batch` and `process_batch_result_decode`
+(srt/managers/scheduler.py), on a decode cache (decode_cache.py: the running
+`ScheduleBatch`, or the direct path making the same calls):
+
+    prepare    memory held on the side yields first (retention.make_room); then
+               check_decode_mem and, when even that is short, retract_decode: the victims
+               go back to the waiting queue, the new_token_ratio becomes SGLang's estimate
+               over the kept requests; then prepare_for_decode (one slot per request)
+    complete   one output token per request (the model's, when one ran), the step's clock
+               in the decode log (inter-token latencies, decode_log.py), SGLang's
+               update_finish_state for the requests at their length budget, filter_batch
+
+A decode jump (jumps.py, the direct cache only) is k such steps at once: `prepare_jump`
+allocates them in one call, `complete` takes their k clocks.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple, Sequence
+
+from engine_adapter.embedded.decode_cache import DecodeCache
+from engine_adapter.embedded.decode_log import DecodeLog
 from engine_adapter.embedded.requests import RequestState
-from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
 from engine_adapter.embedded.state import EngineState
 
 
+class DecodeStep(NamedTuple):
+    """What `prepare` left to run: `requests` decode (0: none, the batch emptied), reading
+    `context` tokens; `retract_ratio`: the new_token_ratio SGLang sets after a retraction
+    in this step (retract_decode's estimate over the kept requests), else None."""
+
+    requests: int
+    context: int
+    retract_ratio: float | None
+
+
 class Decode:
-    def __init__(self, st: EngineState, retention) -> None:
+    """Mutates the running requests' `Req`s, SGLang's allocator and tree (through the decode
+    cache: evictions, retraction releases, finish inserts), the decode log, and the
+    engine's queues and counters (retractions, finishes through `retention.finish`).
+    Raises IntegrityError when SGLang does not finish a request at its length budget."""
+
+    def __init__(self, st: EngineState, retention, cache: DecodeCache) -> None:
         self.st = st
         self.retention = retention
+        self.cache = cache
+        self.log = st.decode_log = DecodeLog()
 
-    def prepare(self) -> tuple[int, int]:
-        """Retract if needed and allocate this step's decode slots.
+    def prepare(self) -> DecodeStep:
+        """Retract if needed and allocate this step's decode slots (module docstring)."""
+        from sglang.srt.managers.scheduler_components.new_token_ratio_tracker import (
+            NewTokenRatioTracker,
+        )
 
-        Returns (decoding requests, context tokens they read) for the cost model.
-        """
         st = self.st
-        batch = st.running_batch
-        if batch is None or batch.is_empty():
-            return 0, 0
-        with stdout_to_stderr():
-            return self._prepare(batch)
-
-    def _prepare(self, batch) -> tuple[int, int]:
-        st = self.st
-        if not self.retention.make_room(batch.check_decode_mem):
-            retracted, _ratio, aborted = batch.retract_decode()
+        if not st.running:
+            return DecodeStep(0, 0, None)
+        counters = st.counters
+        shrinks = (counters.retractions, counters.allocation_failures)
+        if not self.retention.make_room(self.cache.fits):
+            retracted, aborted, kept = self.cache.retract()
             settle_retraction(st, self.retention, retracted, aborted)
-            if batch.is_empty():
-                st.running_batch = None
-                return 0, 0
-        batch.prepare_for_decode()
-        return len(batch.reqs), int(batch.seq_lens_cpu.sum())
+            st.reorder_running([r.rid for r in kept])  # filter_batch keeps retraction order
+        ratio = None
+        if (counters.retractions, counters.allocation_failures) != shrinks:
+            ratio = NewTokenRatioTracker.estimate_new_token_ratio_after_retract(
+                [t.req for t in st.running.values()])
+        if not st.running:
+            return DecodeStep(0, 0, ratio)
+        requests, context = self.cache.allocate()
+        return DecodeStep(requests, context, ratio)
 
-    iterations = 1  # one decode iteration per step
+    def prepare_jump(self, steps: int) -> int:
+        """Allocate `steps` decode steps at once (a span jumps.py qualified); returns the
+        batch size. The direct decode cache only."""
+        return self.cache.allocate_many(steps)
 
-    def complete(self, model_tokens: list[int] | None = None) -> None:
-        """Append one output token per request (the model's, when one ran); finish those
-        that are done."""
-        import torch
-
+    def complete(self, clocks: Sequence[float], model_tokens: list[int] | None = None) -> None:
+        """After the forward of len(clocks) steps ending at those clocks: one output token
+        per request and step (the model's, when one ran; else synthetic ids drawn in batch
+        order, step-major), the clocks logged, and the requests whose length budget a step
+        reached finished (decode_log.py), in batch order."""
         st = self.st
-        batch = st.running_batch
-        if batch is None or batch.is_empty():
-            return
-        tokens = []
-        for index, req in enumerate(batch.reqs):
-            token = model_tokens[index] if model_tokens is not None else st.next_output_token()
-            req.output_ids.append(token)
-            tokens.append(token)
-            tr = st.running[req.rid]
-            tr.itl.append(st.clock_s - tr.last_token_s)
-            tr.last_token_s = st.clock_s
+        running = st.running
+        steps = len(clocks)
+        if model_tokens is None:
+            count = len(running) * steps
+            base = st.take_output_tokens(count)
+            model_tokens = range(base, base + count)
+        self.cache.append(model_tokens, steps)
+        log = self.log
+        first = log.step
+        log.clocks.extend(clocks)
+        due = []
+        for step in range(first, first + steps):  # in a jump only the last step can finish
+            due += log.due(step, running)
+        self._finish(due)
+        self.cache.drop_finished()
+
+    def _finish(self, due: list) -> None:
+        """SGLang's `update_finish_state` for the requests at their length budget; each
+        must finish (see decode_log.py for why no other request can)."""
+        from engine_adapter.base.errors import IntegrityError
+
+        for tr in due:
+            req = tr.req
             req.update_finish_state()
-        batch.output_ids = torch.tensor(tokens, dtype=torch.int64, device=batch.device)
-        for req in [r for r in batch.reqs if r.finished()]:
-            self.retention.finish(st.running[req.rid])
-        batch.filter_batch()
-        if batch.is_empty():
-            st.running_batch = None
+            if not req.finished():
+                raise IntegrityError(f"request {req.rid} reached max_new_tokens but SGLang "
+                                     "did not finish it")
+        for tr in due:
+            self.retention.finish(tr)
 
 
 def settle_retraction(st, retention, retracted, aborted) -> None:
     """After SGLang's retraction (`retract_decode`, or cache_ops' replay of it): retracted
     requests go to the back of the waiting queue, in retraction order (they recompute;
     scheduler.py update_running_batch -> _add_request_to_queue appends them);
-    aborted ones, released by SGLang because not even one fits, are finished. Shared by the
-    ScheduleBatch decode and the direct decode (decode_direct.py)."""
+    aborted ones, released by SGLang because not even one fits, are finished."""
     for req in retracted:
         tr = st.running[req.rid]
         st.leave_running(tr)

@@ -1,11 +1,11 @@
-"""The direct decode path's step log: one clock per decode step, shared by every request.
+"""The decode step log: one clock per decode step, shared by every request.
 
 Every running request decodes exactly one token per decode step, so a request's
 inter-token latencies are the gaps between consecutive step clocks while it runs. Instead
-of appending a gap to every running request at every step (O(batch) Python per step), the
-direct path appends one clock per step here and each request keeps only where its current
-run started; its gaps are materialized when it leaves the running set (finish, retraction,
-abort):
+of appending a gap to every running request at every step (O(batch) Python per step),
+decode.py (on either decode cache) appends one clock per step here and each request keeps
+only where its current run started; its gaps are materialized when it leaves the running
+set (finish, retraction, abort):
 
     clocks:    c0   c1   c2   c3   c4   c5   c6
     request r joins after its first token at t, before step 2 (start = 2), finishes at c5:

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 from engine_adapter.embedded.config import EngineConfig
 from engine_adapter.embedded.cache_ops import DirectCache
+from engine_adapter.embedded.batches import Batch, Batches
 from engine_adapter.embedded.decode import Decode
-from engine_adapter.embedded.decode_direct import DirectDecode
+from engine_adapter.embedded.decode_cache import BatchDecodeCache, DirectDecodeCache
 from engine_adapter.embedded.faults import FaultInjector
 from engine_adapter.embedded.hicache import check_events
 from engine_adapter.embedded.jumps import JumpPlanner
@@ -36,6 +37,7 @@ from engine_adapter.embedded.requests import FinishedRecord, RequestSpec
 from engine_adapter.embedded.retention import Retention
 from engine_adapter.embedded.sglang_runtime import SGLangComponents, build_components
 from engine_adapter.embedded.snapshot_builder import SnapshotBuilder
+from engine_adapter.embedded.stalls import Stalls
 from engine_adapter.embedded.step_cost import build_cost_model
 from engine_adapter.embedded.state import EngineState, RollbackDigests
 from engine_adapter.instrument.probes import install_eviction_probe
@@ -92,27 +94,20 @@ class EmbeddedEngine:
         self.retention = Retention(self._st)
         cache = None if config.uses_batches else DirectCache(sg)
         self.prefill = Prefill(self._st, self.retention, cache)
-        self._jumps = False
-        if config.decode_quantum > 1:
-            from engine_adapter.embedded.decode_quantum import QuantumDecode
-
-            self.decode = QuantumDecode(self._st, self.retention, config.decode_quantum, cache)
-        elif cache is None:
-            self.decode = Decode(self._st, self.retention)
-        else:
-            self.decode = DirectDecode(self._st, self.retention, cache)
-            self._jumps = config.decode_jumps
-        self.jumps = JumpPlanner(self._st, self.decode, self.prefill.admission, self._jumps)
+        self.decode = Decode(self._st, self.retention, BatchDecodeCache(self._st) if cache is None
+                             else DirectDecodeCache(self._st, cache))
+        jumps = JumpPlanner(self._st, self.decode, self.prefill.admission, config.decode_jumps)
         self.faults = FaultInjector(self._st)
-        self.model = None
+        self.model = None  # the tiny model's forward (model_runner.py), when configured
         if config.tiny_model:
             from engine_adapter.embedded.model_runner import ModelRunner
 
             self.model = ModelRunner(self._st)
+        self.batches = Batches(self._st, self.prefill, self.decode, jumps, self.model)
+        self.stalls = Stalls(self._st, self.retention)
         self._snapshots = SnapshotBuilder(self._st, self.retention)
         install_eviction_probe(sg.tree_cache, self._on_evict)
         self._started_wall = time.monotonic()
-        self._rollbacks_in_a_row = 0
         self._rejected: list[FinishedRecord] = []
         # (clock before, after) of a round's decode step -> may it start the jump after it
         # (jumps.py; StepReport.first then carries its end state)? None: never. The runner's.
@@ -155,100 +150,57 @@ class EmbeddedEngine:
         return bool(st.future or st.waiting or st.partial or st.reloading or st.running)
 
     def step(self, *, horizon_s: float | None = None) -> StepReport:
-        """One step in the order of SGLang's `event_loop_normal` / `get_next_batch_to_run`
-        (srt/managers/scheduler.py): 1. arrivals pass the door and queue; 2. a prefill
-        round (admission.py: SchedulePolicy + PrefillAdder) whose batch, if any, is this
-        step; 3. else decode (check_decode_mem, retract_decode when short, the
-        new_token_ratio, prepare_for_decode); 4. tokens, finishes, the clock.
-        On the direct path, when no prefill round can run, one call may run several decode
-        steps (`StepReport.steps`, jumps.py), never past the next arrival or `horizon_s`."""
+        """One step in the order of SGLang's `event_loop_normal` (srt/managers/scheduler.py),
+        each piece entered once:
+
+            1. arrivals pass SGLang's door and queue (door.py)
+            2. HiCache acks (check_hicache_events), then kvctl's finished reloads; an idle
+               engine's clock jumps to the next arrival or reload (stalls.py)
+            3. the batch, chosen as get_next_batch_to_run chooses it: a prefill round, a
+               decode step, or a decode jump of several steps (batches.py)
+            4. its forward: the tiny model when one runs, the cost model's clock
+            5. its result: first tokens, published chunks, output tokens, finishes
+            6. SGLang's admission bookkeeping: new_token_ratio, batch_is_full (admission.py)
+            7. a step that ran nothing: retry a rollback or resolve the stall (stalls.py)
+
+        A jump (`StepReport.steps` > 1, direct path only) never runs past the next
+        arrival or `horizon_s`."""
         st = self._st
         st.finished = []
-        start = st.clock_s
-        finished_before = st.counters.requests_finished
+        start, finished_before = st.clock_s, st.counters.requests_finished
         self._arrivals()
-        check_events(st.sg.tree_cache)  # SGLang's HiCache acks (get_next_batch_to_run's first)
+        self._transfers()
+        if not (st.waiting or st.partial or st.running):  # idle: wait for the next event
+            if not self.stalls.jump_to_next_event():
+                return self._report(start, idle=True)
+            self._arrivals()  # what the event brought (the door, as SGLang's next loop)
+        batch = self.batches.next_batch(start, horizon_s, self.merge_check)
+        tokens = self.batches.run(batch)
+        shrunk = self.batches.complete(batch, tokens)
+        st.counters.steps += batch.steps
+        self.prefill.admission.after_step(
+            batch.decode_steps, batch.decode.retract_ratio,
+            shrunk or st.counters.requests_finished != finished_before)
+        self.stalls.after_step(batch.ran, start)
+        return self._report(start, batch)
+
+    def _transfers(self) -> None:
+        """SGLang's HiCache acks (check_hicache_events, get_next_batch_to_run's first), then
+        kvctl's modeled host-tier reloads whose transfer is done (host_tier.py)."""
+        check_events(self._st.sg.tree_cache)
         self.retention.complete_reloads()
-        if not (st.waiting or st.partial or st.running):
-            if not self._jump_to_next_event():
-                return self._report(start, 0, 0, idle=True)
-            self._arrivals()
-        clocks = self.jumps.clocks(horizon_s)  # jumps.py: when steps may run at once
-        if clocks:
-            return self._decode_jump(clocks, start)
-        plan = self.prefill.schedule()
-        decode_requests = 0
-        if (not plan.allocated and self.merge_check is not None
-                and st.last_rollback_step != st.counters.steps):
-            clocks = self.jumps.clocks(horizon_s)  # this round's decode step starts a jump
-            if clocks and self.merge_check(start, clocks[0]):
-                return self._decode_jump(clocks, start, first=self.jumps.first_state(clocks))
-        if plan.allocated:  # SGLang runs the prefill batch first; decode waits a step
-            first_tokens = (self.model.prefill(plan.batch, plan.members)
-                            if self.model is not None and plan.batch is not None else None)
-            st.clock_s += st.cost.step_seconds(plan.computed_tokens, 0, 0, plan.members,
-                                               loaded_tokens=plan.loaded_tokens)  # HiCache's
-            self.prefill.complete(plan, first_tokens)
-            if any(st.running.get(t.req.rid) is not t for t in plan.members):
-                self.prefill.admission.on_batch_shrunk()  # last_batch.filter_batch shrank it
-        elif st.running:
-            decode_requests = self._decode()
-        st.counters.steps += 1
-        if st.counters.requests_finished != finished_before:
-            self.prefill.admission.on_batch_shrunk()
-        rolled_back = st.last_rollback is not None and st.last_rollback_step == st.counters.steps - 1
-        if not plan.allocated and decode_requests == 0 and st.clock_s == start and not st.finished:
-            if rolled_back and self._rollbacks_in_a_row < 3:
-                self._rollbacks_in_a_row += 1  # a failed allocation: retry next step
-            else:
-                self._resolve_stall()
-        if not rolled_back:
-            self._rollbacks_in_a_row = 0
-        return self._report(start, plan.computed_tokens, decode_requests, loaded=plan.loaded_tokens)
 
-    def _decode(self) -> int:
-        """One decode step (update_running_batch, the forward); returns its batch size."""
+    def _report(self, start: float, batch: Batch | None = None, *, idle: bool = False,
+                steps: int | None = None) -> StepReport:
         st = self._st
-        shrinks = (st.counters.retractions, st.counters.allocation_failures)
-        decode_requests, decode_context = self.decode.prepare()
-        retracted = (st.counters.retractions, st.counters.allocation_failures) != shrinks
-        # the kept requests matter only after a retraction (their list costs O(batch))
-        self.prefill.admission.on_decode(
-            retracted, [t.req for t in st.running.values()] if retracted else ())
-        if not decode_requests:
-            return 0
-        decode_tokens = (self.model.decode(st.running_batch)
-                         if self.model is not None else None)
-        # a quantum stands for `iterations` decode iterations (decode_quantum.py)
-        st.clock_s += self.decode.iterations * st.cost.step_seconds(0, decode_requests,
-                                                                     decode_context)
-        self.decode.complete(decode_tokens)
-        return decode_requests
-
-    def _report(self, start: float, prefill_tokens: int, decode_requests: int, *,
-                idle: bool = False, steps: int = 1,
-                first: tuple[float, int, int] | None = None, loaded: int = 0) -> StepReport:
-        st = self._st
+        batch = batch or Batch("none")
         return StepReport(clock_s=st.clock_s, advanced_s=st.clock_s - start,
-                          prefill_tokens=prefill_tokens, decode_requests=decode_requests,
-                          finished=tuple(st.finished), idle=idle, steps=steps, first=first,
-                          loaded_tokens=loaded,
+                          prefill_tokens=batch.plan.computed_tokens,
+                          decode_requests=batch.decode.requests, finished=tuple(st.finished),
+                          idle=idle, steps=batch.steps if steps is None else steps,
+                          first=batch.first, loaded_tokens=batch.plan.loaded_tokens,
                           free_tokens=st.sg.allocator.available_size(),
                           evictable_tokens=st.sg.tree_cache.evictable_size())
-
-    def _decode_jump(self, clocks: list[float], start: float, *,
-                     first: tuple[float, int, int] | None = None) -> StepReport:
-        """len(clocks) decode-only steps in one allocation (DirectDecode.advance); the
-        new_token_ratio decays once per step, as update_running_batch's would."""
-        st, finished_before = self._st, self._st.counters.requests_finished
-        decode_requests = self.decode.advance(clocks)
-        for _ in clocks:
-            self.prefill.admission.ratio.decay_step()
-        if st.counters.requests_finished != finished_before:
-            self.prefill.admission.on_batch_shrunk()
-        st.counters.steps += len(clocks)
-        self._rollbacks_in_a_row = 0
-        return self._report(start, 0, decode_requests, steps=len(clocks), first=first)
 
     def run_until_idle(self, max_steps: int | None = None) -> list[FinishedRecord]:
         """Step until no work is left (or `max_steps`); returns every finished record."""
@@ -263,48 +215,6 @@ class EmbeddedEngine:
     def _arrivals(self) -> None:
         """Due requests pass SGLang's door and queue, or are refused (door.py)."""
         admit_arrivals(self._st, self.config, self._rejected)
-
-    def _jump_to_next_event(self) -> bool:
-        """Advance the idle clock to the next arrival or reload completion."""
-        st = self._st
-        events = [t.reload_ready_s for t in st.reloading]
-        if st.future:
-            events.append(st.future[0][0])
-        later = [e for e in events if e > st.clock_s]
-        if not later:
-            if st.reloading:
-                self.retention.complete_reloads()
-                return True
-            return False
-        st.clock_s = min(later)
-        self.retention.complete_reloads()
-        return True
-
-    def _resolve_stall(self) -> None:
-        """Nothing could run this step. In order: wait for an in-flight reload (it will
-        run), demote the oldest retention lease (a paused session yields to active work),
-        preempt the newest partially prefilled request (its published chunks stay cached),
-        wait for the next arrival; otherwise the workload cannot be served."""
-        st = self._st
-        if st.reloading:
-            self._jump_to_next_event()
-        elif self.retention.revoke_oldest_lease():
-            return
-        elif st.partial and (len(st.partial) > 1 or st.waiting):
-            self.retention.retract(st.partial.pop())
-        elif st.future and not st.partial:
-            self._jump_to_next_event()
-        else:
-            self._fail_unservable()
-
-    def _fail_unservable(self) -> None:
-        waiting = self._st.waiting[0].spec.rid if self._st.waiting else "?"
-        raise IntegrityError(
-            f"scheduler stalled: request {waiting} cannot be admitted and nothing runs "
-            f"({self._st.sg.allocator.available_size()} free, "
-            f"{self._st.sg.tree_cache.evictable_size()} evictable, "
-            f"{self._st.sg.tree_cache.protected_size()} protected tokens)"
-        )
 
     def _on_evict(self, requested: int, evicted: int, protected_after: int) -> None:
         st = self._st
@@ -392,24 +302,13 @@ class EmbeddedEngine:
         (queued, prefilling or decoding requests, an arrival or reload completion due),
         else the earliest pending arrival or reload completion, the time an idle `step()`
         would jump its clock to; None when nothing is pending at all. Read-only."""
-        st = self._st
-        if st.waiting or st.partial or st.running:
-            return st.clock_s
-        events = [t.reload_ready_s for t in st.reloading]
-        if st.future:
-            events.append(st.future[0][0])
-        return max(min(events), st.clock_s) if events else None
+        return self.stalls.next_event_s()
 
     def wait_until(self, to_s: float) -> StepReport:
         """Advance an idle engine's clock to `to_s` (not past its next event) without running
         anything: a paced runner waiting in wall time for the next arrival instead of
         jumping to it. Returns a report of that wait (`steps` 0)."""
-        st = self._st
-        event = self.next_event_s()
-        if to_s < st.clock_s or (event is not None and (event <= st.clock_s or to_s > event)):
-            raise IntegrityError(
-                f"wait_until({to_s}): the clock is at {st.clock_s} and the next event at "
-                f"{event} (an engine waits forward, idle, and never past its next event)")
-        start, st.clock_s = st.clock_s, to_s
-        st.finished = []
-        return self._report(start, 0, 0, steps=0)
+        start = self._st.clock_s
+        self.stalls.wait_until(to_s)
+        self._st.finished = []
+        return self._report(start, steps=0)

@@ -80,7 +80,7 @@ class EngineState:
     last_rollback: RollbackDigests | None = None
     last_rollback_step: int = -1
     digest_admissions: bool = False  # keep a state digest around admissions (fault checks)
-    decode_log: DecodeLog | None = None  # the direct decode path's step clocks (decode_log.py)
+    decode_log: DecodeLog | None = None  # the decode step clocks (decode_log.py; Decode sets it)
     batch_view: BatchView | None = None  # the direct decode path's columns (batch_view.py)
     whatif: Any = None  # WhatIfShadow fed at each request's funnel record; None: off
     hicache: Any = None  # HiCacheReader on SGLang's host tier (embedded/hicache.py); None: off

@@ -66,8 +66,8 @@ def replay_command(
     schedule_policy: SchedulePolicyOption = None,
     max_running: Annotated[Optional[int], Opt(help="Max running requests.")] = None,
     decode_quantum: Annotated[Optional[int], Opt(help=(
-        "Decode Q tokens per request per step (default 1, SGLang's per-token decode path); "
-        "larger is faster for long traces, with coarser timing."))] = None,
+        "Retired: only 1 (SGLang's per-token decode, which decode jumps made as fast as the "
+        "old Q=16) is accepted."))] = None,
     exact_batches: Annotated[bool, Opt(help=(
         "Allocate through SGLang's ScheduleBatch each step instead of the direct cache path "
         "(the same tree and allocator calls, slower; a fidelity oracle)."))] = False,

@@ -68,7 +68,7 @@ class ReplaySettings:
     max_prefill_tokens: int | None = None
     schedule_policy: str | None = None
     max_running_requests: int | None = None
-    decode_quantum: int | None = None  # tokens per request per decode step (1: SGLang's path)
+    decode_quantum: int | None = None  # retired: only 1 is accepted (config.QUANTUM_RETIRED)
     exact_batches: bool = False  # SGLang's ScheduleBatch path instead of the direct one
     limit: int | None = None
     seed: int | None = None  # None: a scenario's own seed; 0 for the engine

@@ -93,22 +93,3 @@ def test_request_larger_than_the_pool_is_refused_as_sglang_refuses_it(make_engin
                                         "--allow-auto-truncate.")
     assert [r.rid for r in engine.rejections()] == ["huge"]
 
-
-def test_decode_quantum_produces_the_same_outputs_and_pages(make_engine):
-    """decode_quantum=4 extends each request 4 tokens per step through SGLang's extend path:
-    the same number of output tokens and the same published cache as token-by-token decode,
-    in about a quarter of the decode steps."""
-    results = []
-    for quantum in (1, 4):
-        engine = make_engine(decode_quantum=quantum)
-        for i in range(3):
-            engine.submit(RequestSpec(rid=f"r{i}", tokens=np.arange(100 * i + 1, 100 * i + 151),
-                                      max_new_tokens=33))
-        records = _drain(engine)
-        snap = engine.snapshot()
-        results.append(({k: len(v.output_ids) for k, v in records.items()},
-                        snap.ledger.evictable_tokens, snap.counters.steps))
-    (outs1, cached1, steps1), (outs4, cached4, steps4) = results
-    assert outs1 == outs4 == {"r0": 33, "r1": 33, "r2": 33}
-    assert cached1 == cached4
-    assert steps4 < steps1 / 2

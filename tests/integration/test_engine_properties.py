@@ -135,11 +135,10 @@ class EngineMachine(RuleBasedStateMachine):
         tau=st.sampled_from([None, 0.8, 0.95]),
         system_tokens=st.integers(32, 160),
         seed=st.integers(0, 3),
-        quantum=st.sampled_from([1, 1, 1, 4]),
         max_running=st.sampled_from([2, 8]),
         host_capacity=st.sampled_from([None, None, 256]),
     )
-    def build(self, page, pool_pages_x512, budget, tau, system_tokens, seed, quantum, max_running,
+    def build(self, page, pool_pages_x512, budget, tau, system_tokens, seed, max_running,
               host_capacity):
         from engine_adapter.embedded.config import EngineConfig
         from engine_adapter.embedded.engine import EmbeddedEngine
@@ -149,7 +148,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.engine = EmbeddedEngine(EngineConfig(
             pool_tokens=512 * pool_pages_x512, page_size=page, eviction_policy=self.policy,
             tree_core=self.core, token_budget=budget, tau_high=tau, max_running_requests=max_running,
-            max_context_len=MAX_CONTEXT, authorized=AUTHORIZED, seed=seed, decode_quantum=quantum,
+            max_context_len=MAX_CONTEXT, authorized=AUTHORIZED, seed=seed,
             host_capacity_tokens=host_capacity,
         ))
         self.system = np.arange(1, 1 + system_tokens, dtype=np.int64)

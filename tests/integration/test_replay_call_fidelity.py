@@ -21,7 +21,7 @@ its verdict and extend). What each comparison means:
   equal results.
 - exact vs jump: a jump replaces k single-step `alloc_decode` calls (and their no-op
   capacity checks) by one `alloc_extend` call, taken only over spans in which the single
-  step path calls no tree method (decode_direct.py's conditions) and would run no prefill
+  step path calls no tree method (jumps.py's conditions) and would run no prefill
   round (nothing waits, or SGLang's batch_is_full holds, and no chunk is in progress). The
   page *ids* a request gets may then differ, never their number. So the comparison is: the
   tree's call list is equal with each tensor argument replaced by its length (same keys,

@@ -95,6 +95,15 @@ def test_pool_under_two_pages_names_the_pool_given():
         prepare(settings(pool_tokens=5))
 
 
+def test_decode_quantum_above_one_is_refused_as_retired():
+    """--decode-quantum 16 (the retired third decode path) is refused in one line that says
+    why; 1, the only decode left, is accepted."""
+    with pytest.raises(InputError, match=r"^--decode-quantum was retired: decode jumps make "
+                                         r"SGLang's per-token decode as fast \("):
+        prepare(settings(decode_quantum=16))
+    assert prepare(settings(decode_quantum=1)).config.decode_quantum == 1
+
+
 def test_engine_context_grows_to_the_traces_longest_request():
     """The first 200 lines hold a 121,213-token request: max_context_len 121,216 (page 16)."""
     prepared = prepare(ReplaySettings(workload=HEAD_500, limit=200, pool_tokens=0))
