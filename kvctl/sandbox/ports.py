@@ -9,17 +9,34 @@ offset_endpoint_port`), and kvctl's plugin serves rank r on `KVCTL_PLUGIN_PORT +
 
 A free block is found by binding every port of it at once on the host, then releasing them
 just before the server starts (a small race another process could win; the server's start
-then fails with SGLang's own "address already in use" in the one-line error).
+then fails with SGLang's own "address already in use" in the one-line error). Blocks are
+drawn below the kernel's ephemeral range (`ip_local_port_range`, 32768-60999 by default),
+where nothing is handed out implicitly: a port the kernel picks for `bind(0)` is also one it
+gives every outgoing connection, and once one of the many client sockets of a busy machine
+(or a test suite) took the released port before SGLang bound it ("address already in use",
+seen in CI).
 """
 
 from __future__ import annotations
 
+import random
 import socket
 from contextlib import ExitStack
+from pathlib import Path
 
 from kvctl.errors import InputError
 
 _TRIES = 64
+_FLOOR = 20_000  # above the well-known and most registered services' ports
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ephemeral_start() -> int:
+    """The first port the kernel hands out implicitly (32768 when it does not say)."""
+    try:
+        return int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def _bind(stack: ExitStack, host: str, port: int) -> int:
@@ -30,12 +47,14 @@ def _bind(stack: ExitStack, host: str, port: int) -> int:
 
 def free_block(size: int, host: str = "127.0.0.1") -> int:
     """The first port of `size` consecutive ports that are all free on `host` right now."""
+    high = _ephemeral_start() - size  # the last base whose block stays below the range
     for _ in range(_TRIES):
         with ExitStack() as stack:
-            base = _bind(stack, host, 0)
-            if base + size - 1 > 65535:
-                continue
             try:
+                # below the ephemeral range; the kernel's pick only where that has no room
+                base = _bind(stack, host, random.randrange(_FLOOR, high) if high > _FLOOR else 0)
+                if base + size - 1 > 65535:
+                    continue
                 for offset in range(1, size):
                     _bind(stack, host, base + offset)
             except OSError:

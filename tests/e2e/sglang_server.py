@@ -23,13 +23,13 @@ tail. Not a test module; imported by name from tests/e2e.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from kvctl.sandbox.config import SandboxConfig
 from kvctl.sandbox.files import TINY_CONFIG  # noqa: F401 (re-exported for tests)
 from kvctl.sandbox.launcher import SandboxFailed as ServerFailed
 from kvctl.sandbox.launcher import SandboxServer
+from kvctl.sandbox.ports import free_block
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = 4
@@ -57,9 +57,9 @@ def skip_reason() -> str | None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range (kvctl/sandbox/ports.py: a
+    port bind(0) picks can be taken by any outgoing connection before the server binds it)."""
+    return free_block(1)
 
 
 class SGLangServer(SandboxServer):

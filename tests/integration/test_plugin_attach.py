@@ -5,7 +5,6 @@ scheduler-shaped objects over real SGLang components (plugin_support.py)."""
 
 from __future__ import annotations
 
-import socket
 from types import SimpleNamespace
 
 import pytest
@@ -18,9 +17,10 @@ pytestmark = pytest.mark.integration
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """Below the ephemeral range, where no outgoing connection can take it first."""
+    from kvctl.sandbox.ports import free_block
+
+    return free_block(1)
 
 
 def test_dp_rank_two_serves_on_base_plus_two(make_engine):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -36,9 +35,10 @@ RULE_FILES = [ROOT / "dashboards" / "prometheus" / n for n in ("alerts.yml", "re
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """Below the ephemeral range, where no outgoing connection can take it first."""
+    from kvctl.sandbox.ports import free_block
+
+    return free_block(1)
 
 
 def _get_json(url: str) -> dict:
