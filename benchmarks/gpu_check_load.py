@@ -142,22 +142,25 @@ def plugin_counters(plugin_url: str) -> dict:
     return plugin_snapshot(plugin_url)["counters"]
 
 
-def fresh_counters(plugin_url: str, wait_s: float = 15.0) -> dict:
+def fresh_counters(plugin_url: str, wait_s: float = 15.0) -> tuple[dict, bool]:
     """Counters from a sample the plugin took after this call began. The plugin samples on
     its cadence (KVCTL_PLUGIN_LEDGER_S, idle loops too), so a read right after the server's
     last request can predate that request's finish, and the load would then count it as
-    its own (seen: 17 finished for 16 requests after the launcher's warm-up request)."""
+    its own (seen: 17 finished for 16 requests after the launcher's warm-up request).
+    Returns (counters, fresh); fresh False when no newer sample came within `wait_s`."""
     since = time.time()
     while True:
         snap = plugin_snapshot(plugin_url)
-        if snap["wall_time_s"] > since or time.time() - since > wait_s:
-            return snap["counters"]
+        if snap["wall_time_s"] > since:
+            return snap["counters"], True
+        if time.time() - since > wait_s:
+            return snap["counters"], False
         time.sleep(0.1)
 
 
 def run_hits(args, settle_s: float = 30.0) -> int:
     """Plugin hit tokens over one load == the sum of SGLang's `meta_info.cached_tokens`."""
-    before = fresh_counters(args.plugin_url)
+    before, fresh = fresh_counters(args.plugin_url)
     replies: list[dict] = []
     report = run_load(args, replies)
     deadline = time.monotonic() + settle_s
@@ -171,6 +174,7 @@ def run_hits(args, settle_s: float = 30.0) -> int:
     finished = after["requests_finished"] - before["requests_finished"]
     print(json.dumps({"requests": report["requests"], "sglang_cached_tokens": sglang,
                       "plugin_hit_tokens": plugin, "plugin_finished": finished,
+                      "fresh_baseline": fresh,
                       "equal": sglang == plugin and finished == len(replies)}))
     return 0 if sglang == plugin and finished == len(replies) else 1
 

@@ -30,7 +30,7 @@ SCHEDULE_POLICIES: tuple[str, ...] = ("lpm", "random", "fcfs", "dfs-weight", "lo
 # shipped trace took 40.1 s and 28.0 s per token (13,438 steps) against 45.9 s and 49.1 s
 # at Q=16 (2,515 steps).
 QUANTUM_RETIRED = ("--decode-quantum was retired: decode jumps make SGLang's per-token decode "
-                   "as fast (1,000 trace requests: 28-40 s exact, 46-49 s at Q=16); drop the option")
+                   "as fast (docs/replay.md); drop the option")
 
 
 @dataclass(frozen=True, kw_only=True)

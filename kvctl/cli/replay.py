@@ -319,7 +319,7 @@ def render_report(doc: dict):
         f"pool {s['pool_tokens']:,} tokens [{s['pool_source']}]\n",
         f"page {s['page_size']}  eviction {s['eviction_policy']}  tree core {s['tree_core']}  "
         f"retention {s['retention']}  tau_high {s['tau_high']}  budget {s['token_budget']:,}  "
-        f"decode quantum {s['decode_quantum']}  seed {s['seed']}\n",
+        f"seed {s['seed']}\n",
         sched_header(s),
     )
     figures = Table(show_header=False, box=None, pad_edge=False)
