@@ -118,10 +118,35 @@ def replay_command(
     plugin_url: Annotated[Optional[str], Opt(help=(
         "With --against: the server's kvctl plugin (http://HOST:PORT) when /server_info does "
         "not advertise it; its timed steps fit the prediction's clock."))] = None,
+    replicas: Annotated[Optional[int], Opt(help=(
+        "Replay a fleet: N replicas, each this replay, behind --router (docs/fleet.md)."))
+    ] = None,
+    router: Annotated[Optional[str], Opt(help=(
+        "Fleet router policy: round_robin, random, power_of_two, cache_aware (SGLang's "
+        "router), affinity (seed 003), oracle (default cache_aware)."))] = None,
+    cache_threshold: Annotated[Optional[float], Opt(help=(
+        "cache_aware: prefix match rate above which it routes by match."))] = None,
+    balance_abs_threshold: Annotated[Optional[int], Opt(help=(
+        "cache_aware: load gap (max - min) above which it may balance."))] = None,
+    balance_rel_threshold: Annotated[Optional[float], Opt(help=(
+        "cache_aware: load ratio (max / min) above which it may balance."))] = None,
+    mu: Annotated[Optional[float], Opt(help="affinity: weight of the match term (0..1).")] = None,
+    gamma: Annotated[Optional[float], Opt(help="affinity: exponent of the load term.")] = None,
+    regret: Annotated[bool, Opt("--regret", help=(
+        "Fleet: also replay the oracle router and report the hit tokens this router "
+        "missed."))] = False,
 ) -> None:
     """Build settings, validate, run, render. InputError (exit 2) before running on bad input."""
     from kvctl.replay.runner import ReplaySettings
 
+    fleet_options = {"cache_threshold": cache_threshold,
+                     "balance_abs_threshold": balance_abs_threshold,
+                     "balance_rel_threshold": balance_rel_threshold, "mu": mu, "gamma": gamma}
+    fleet_sweep = any(o.partition("=")[0].strip() in ("replicas", "router")
+                      for o in (sweep or ()))
+    if replicas is None and router is None and not fleet_sweep and (
+            regret or any(v is not None for v in fleet_options.values())):
+        raise InputError("--regret and router options go with --replicas N --router POLICY")
     if against is None and (speedup != 1.0 or vocab_size is not None or plugin_url):
         raise InputError("--speedup, --vocab-size and --plugin-url go with --against URL")
     if against is not None and (hicache_ratio, hicache_size, hicache_write_policy) != (None,) * 3:
@@ -151,6 +176,18 @@ def replay_command(
         hicache_ratio=hicache_ratio, hicache_size=hicache_size,
         hicache_write_policy=hicache_write_policy,
     )
+    if replicas is not None or router is not None or fleet_sweep:
+        if against is not None or curve:
+            raise InputError("--replicas/--router replay a fleet; --against and --curve take "
+                             "one server")
+        if executor != "local":
+            raise InputError("a fleet sweep runs locally (--parallel N); --executor ray "
+                             "takes single-server sweeps")
+        from kvctl.cli.replay_fleet import run_fleet_command
+
+        return run_fleet_command(base, replicas=replicas, router=router,
+                                 options=fleet_options, regret=regret, sweep=sweep,
+                                 parallel=parallel, out=out, json_output=json_output)
     if executor not in ("local", "ray"):
         raise InputError(f"--executor {executor!r}: expected local or ray")
     if executor == "ray" and not sweep:

@@ -90,6 +90,7 @@ RULES: dict[str, Range] = {
     "decode_batch": POSITIVE_INT, "handles": Range(0, MAX_INT, integer=True),
     "seed": Range(0, 2**63 - 1, integer=True), "port": Range(0, 65_535, integer=True),
     "plugin_port": Range(0, 65_535, integer=True), "dp_size": Range(1, 16, integer=True),
+    "replicas": POSITIVE_INT,
     # token counts and geometry
     "page_size": Range(1, MAX_PAGE, integer=True), "block_size": Range(1, MAX_PAGE, integer=True),
     "pool_tokens": TOKENS_OR_ZERO, "token_budget": TOKENS, "decode_quantum": TOKENS,
@@ -104,6 +105,7 @@ RULES: dict[str, Range] = {
     # shares and ratios
     "tau_high": FRACTION, "mfu": FRACTION, "prefill_mfu": FRACTION, "decode_mfu": FRACTION,
     "link_efficiency": FRACTION, "mem_fraction": FRACTION, "mu": Range(0, 1),
+    "cache_threshold": Range(0, 1), "balance_rel_threshold": POSITIVE,
     "headroom": Range(0, 1, high_open=True), "sharing_factor": Range(low=1),
     "dram_price_ratio": Range(0, 1, high_open=True),
     # sizes, rates and times that must be > 0

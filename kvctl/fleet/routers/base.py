@@ -66,6 +66,12 @@ class RouterPolicy(ABC):
     """A routing policy. Subclasses set `name` and implement `select`."""
 
     name: ClassVar[str]
+    # The loop feeds `on_kv_events` with every replica's SGLang KV events (a directory
+    # policy); the replicas then run with KV events on.
+    wants_kv_events: ClassVar[bool] = False
+    # The policy reads `FleetView.exact_hits` (the oracle only): the loop keeps an exact,
+    # page-granular directory of every replica's cache.
+    reads_exact_caches: ClassVar[bool] = False
 
     @abstractmethod
     def select(self, request: RouteRequest, view: FleetView) -> int:
@@ -79,6 +85,10 @@ class RouterPolicy(ABC):
     def on_complete(self, replica: int, rid: str, now_s: float) -> None:
         """A response routed to `replica` finished at `now_s`. Default: nothing (the view's
         load counts already drop)."""
+
+    def on_kv_events(self, replica: int, events: list) -> None:
+        """SGLang KV events (BlockStored, BlockRemoved, AllBlocksCleared) one replica's cache
+        emitted in its latest step; only for a policy with `wants_kv_events`."""
 
     def describe(self) -> dict:
         """The policy's name and options, for the report header and --json."""
