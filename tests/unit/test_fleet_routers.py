@@ -290,6 +290,33 @@ def test_tree_matches_a_brute_force_string_reference(ops, queries):
 
 @settings(max_examples=200, deadline=None)
 @given(
+    ops=st.lists(st.tuples(_texts, st.integers(0, 3)), min_size=1, max_size=25),
+    gone=st.integers(0, 3),
+    queries=st.lists(_texts, min_size=1, max_size=6),
+)
+def test_remove_tenant_matches_the_reference_without_that_tenant(ops, gone, queries):
+    t = ApproxTree()
+    for s, tenant in ops:
+        t.insert(k(s), tenant)
+    t.remove_tenant(gone)
+    kept = [(s, x) for s, x in ops if x != gone]
+    for q in queries:
+        matched, _, counts = _reference(kept, q)
+        got_matched, got_tenant = t.prefix_match(k(q))
+        assert got_matched == matched, (ops, gone, q)
+        if matched:
+            # The node's creator is the first text (of all, removed tenant included) with
+            # that prefix; if it was the removed tenant, the fallback is the smallest tenant
+            # still on the node: those with a kept text having that prefix.
+            creator = next(x for s, x in ops if s.startswith(q[:matched]))
+            if creator == gone:
+                creator = min(x for s, x in kept if s.startswith(q[:matched]))
+            assert got_tenant == creator, (ops, gone, q)
+        assert {x: c for x, c in t.tenant_char_count.items()} == counts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
     ops=st.lists(st.tuples(_texts, st.integers(0, 2)), min_size=1, max_size=30),
     max_size=st.integers(0, 15),
 )
