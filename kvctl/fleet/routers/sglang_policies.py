@@ -182,7 +182,9 @@ class PowerOfTwo(RouterPolicy):
       at router start, tokio `interval` ticks at once) that `tick` passes, and returns one
       token load per replica (SGLang's /get_load `num_tokens`, summed over dp ranks; -1 where
       the fetch failed, which Rust keeps and compares as the lowest load). None: no monitor
-      data ever, the pure fallback path (the first random pick).
+      data ever, the pure fallback path (the first random pick). That is also what 0.3.2
+      does against an SGLang without a `/get_load` route (every poll stores -1 for every
+      worker, and -1 <= -1 keeps the first pick): docs/fleet-router.md.
     """
 
     name: ClassVar[str] = "power_of_two"
