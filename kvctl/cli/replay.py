@@ -130,6 +130,10 @@ def replay_command(
         "cache_aware: load gap (max - min) above which it may balance."))] = None,
     balance_rel_threshold: Annotated[Optional[float], Opt(help=(
         "cache_aware: load ratio (max / min) above which it may balance."))] = None,
+    request_form: Annotated[Optional[str], Opt(help=(
+        "cache_aware: the form requests reach the router in: text (kvctl's one-character-"
+        "per-token text, the default) or input_ids (the router routes on their decimal "
+        "text)."))] = None,
     mu: Annotated[Optional[float], Opt(help="affinity: weight of the match term (0..1).")] = None,
     gamma: Annotated[Optional[float], Opt(help="affinity: exponent of the load term.")] = None,
     regret: Annotated[bool, Opt("--regret", help=(
@@ -141,7 +145,8 @@ def replay_command(
 
     fleet_options = {"cache_threshold": cache_threshold,
                      "balance_abs_threshold": balance_abs_threshold,
-                     "balance_rel_threshold": balance_rel_threshold, "mu": mu, "gamma": gamma}
+                     "balance_rel_threshold": balance_rel_threshold, "mu": mu, "gamma": gamma,
+                     "request_text": request_form}
     fleet_sweep = any(o.partition("=")[0].strip() in ("replicas", "router")
                       for o in (sweep or ()))
     if replicas is None and router is None and not fleet_sweep and (
