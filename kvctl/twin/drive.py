@@ -46,6 +46,8 @@ class Measured:
     finished_s: float | None = None
     rejected: str | None = None  # SGLang's reason, first line, when it refused
     ttft_from_server: bool = False  # meta_info.first_token_latency (else the client's)
+    rid: str | None = None  # the id sent in the body (a fleet drive: who served it)
+    error: str | None = None  # the request failed without SGLang's answer (a dead worker)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,15 +60,20 @@ class DriveResult:
 
 def drive(url: str, records: Iterable[MooncakeRecord], vocabulary: BlockVocabulary, *,
           speedup: float = 1.0, timeout_s: float = 600.0,
-          on_done: Callable[[int], None] | None = None) -> DriveResult:
-    """Send every record (module docstring); returns when the last has answered."""
+          on_done: Callable[[int], None] | None = None, form: RequestForm | None = None,
+          metrics_urls: list[str] | None = None) -> DriveResult:
+    """Send every record (module docstring); returns when the last has answered.
+    form: how a prompt is sent (None: `input_ids`, no rid); metrics_urls: where the
+    eviction counter is read (default `url`; a fleet: every worker, summed)."""
     records = list(records)
-    before = _evicted(url)
+    form = form or RequestForm()
+    scraped = metrics_urls or [url]
+    before = _evicted_sum(scraped)
     started = time.monotonic()
-    measured = asyncio.run(_drive(url, records, vocabulary, speedup, timeout_s, on_done))
+    measured = asyncio.run(_drive(url, records, vocabulary, speedup, timeout_s, on_done, form))
     wall = time.monotonic() - started
     time.sleep(1.0)  # the counter moves in the scheduler; let its last update land
-    after = _evicted(url)
+    after = _evicted_sum(scraped)
     evicted = None if before is None or after is None else after - before
     served = [m for m in measured if m.rejected is None]
     from_server = sum(m.ttft_from_server for m in served)
@@ -76,7 +83,8 @@ def drive(url: str, records: Iterable[MooncakeRecord], vocabulary: BlockVocabula
                        wall_s=wall)
 
 
-async def _drive(url, records, vocabulary, speedup, timeout_s, on_done) -> list[Measured]:
+async def _drive(url, records, vocabulary, speedup, timeout_s, on_done,
+                 form: RequestForm) -> list[Measured]:
     import aiohttp
 
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_s)
@@ -90,7 +98,14 @@ async def _drive(url, records, vocabulary, speedup, timeout_s, on_done) -> list[
             delay = origin + record.arrival_s / speedup - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            result = await _request(session, url, record, vocabulary, origin)
+            try:
+                result = await _request(session, url, record, vocabulary, origin, form)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+                if not form.keep_going:
+                    raise
+                result = Measured(line=record.line, prompt_tokens=record.input_length,
+                                  sent_s=record.arrival_s / speedup, rid=form.rid(record),
+                                  error=f"{type(err).__name__}: {err}"[:160])
             done += 1
             if on_done is not None:
                 on_done(done)
@@ -100,13 +115,17 @@ async def _drive(url, records, vocabulary, speedup, timeout_s, on_done) -> list[
 
 
 async def _request(session, url: str, record: MooncakeRecord, vocabulary: BlockVocabulary,
-                   origin: float) -> Measured:
-    body = {"input_ids": vocabulary.prompt(record.hash_ids, record.input_length),
+                   origin: float, form: RequestForm) -> Measured:
+    body = {**form.prompt(vocabulary.prompt(record.hash_ids, record.input_length)),
             "sampling_params": {"max_new_tokens": record.output_length, "ignore_eos": True,
                                 "temperature": 0.0},
             "stream": True}
+    rid = form.rid(record)
+    if rid is not None:
+        body["rid"] = rid
     sent = time.monotonic()
-    base = {"line": record.line, "prompt_tokens": record.input_length, "sent_s": sent - origin}
+    base = {"line": record.line, "prompt_tokens": record.input_length, "sent_s": sent - origin,
+            "rid": rid}
     first: float | None = None
     meta: dict = {}
     async with session.post(f"{url}/generate", json=body) as response:
@@ -148,6 +167,31 @@ def _reason(text: str, status: int) -> str:
         message = text
     line = " ".join(str(message).split())
     return f"HTTP {status}: {line[:160]}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestForm:
+    """How the drive sends a prompt. text: a renderer of ids to the request text (the
+    sandbox's one-character-per-id tokenizer, kvctl/sandbox/tokenizer.py), else `input_ids`;
+    rid_prefix: send `rid = <prefix><line>` so the worker that served it can be found
+    (kvctl/twin/served.py); keep_going: a request that fails without SGLang's answer (a
+    worker died) is kept as `error` and the drive goes on."""
+
+    text: Callable[[list[int]], str] | None = None
+    rid_prefix: str | None = None
+    keep_going: bool = False
+
+    def prompt(self, ids: list[int]) -> dict:
+        return {"text": self.text(ids)} if self.text is not None else {"input_ids": ids}
+
+    def rid(self, record: MooncakeRecord) -> str | None:
+        return None if self.rid_prefix is None else f"{self.rid_prefix}{record.line}"
+
+
+def _evicted_sum(urls: list[str]) -> int | None:
+    """The eviction counter summed over `urls`; None when any is not observable."""
+    values = [_evicted(u) for u in urls]
+    return None if any(v is None for v in values) else sum(values)
 
 
 def _int_or_none(value) -> int | None:

@@ -33,9 +33,15 @@ def k(s: str) -> np.ndarray:
 
 
 def req(text: str = "", tokens=None, rid: str = "r") -> RouteRequest:
+    """A text request (key = the text's characters), or with `tokens` an input_ids request:
+    the ids the server receives are the key (the replica's own ids may differ: a trace's
+    block ids expand to other ids, kvctl/fleet/keys.py)."""
+    if tokens is not None:
+        key = np.asarray(tokens, dtype=np.int64)
+        return RouteRequest(rid=rid, key=key, tokens=key + 1_000_000, prompt_tokens=len(key),
+                            arrival_s=0.0)
     key = k(text)
-    toks = np.asarray(tokens if tokens is not None else key, dtype=np.int64)
-    return RouteRequest(rid=rid, key=key, tokens=toks, prompt_tokens=len(toks), arrival_s=0.0)
+    return RouteRequest(rid=rid, key=key, tokens=key, prompt_tokens=len(key), arrival_s=0.0)
 
 
 class View:

@@ -281,7 +281,7 @@ class CacheAware(RouterPolicy):
     request_text: what the router's tree sees (`extract_text_for_routing`):
       "text"      the request's `key` (a text request: /generate `text`, completions prompt);
       "input_ids" a /generate request carrying only `input_ids`: 0.3.2 routes on the ids in
-                  decimal joined by spaces, rendered from `request.tokens`;
+                  decimal joined by spaces, rendered from `request.key` (the ids the server receives);
       "empty"     a request with neither (e.g. input_embeds): the empty text.
     eviction_interval_s: `tick` runs the LRU eviction at k * interval router seconds, k >= 1
       (PeriodicTask sleeps first), at most once per tick.
@@ -356,7 +356,7 @@ class CacheAware(RouterPolicy):
         if self.request_text == "text":
             return self.tree.as_key(request.key)
         if self.request_text == "input_ids":
-            return input_ids_text(request.tokens)
+            return input_ids_text(request.key)
         return self.tree.as_key(np.zeros(0, dtype=np.int64))
 
     def _init_workers(self, replicas: int) -> None:
