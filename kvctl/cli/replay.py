@@ -136,6 +136,9 @@ def replay_command(
         "text)."))] = None,
     mu: Annotated[Optional[float], Opt(help="affinity: weight of the match term (0..1).")] = None,
     gamma: Annotated[Optional[float], Opt(help="affinity: exponent of the load term.")] = None,
+    workers: Annotated[Optional[list[str]], Opt(help=(
+        "With --against a router: its workers (http://HOST:PORT, repeatable) when the "
+        "router's GET /workers should not be used."))] = None,
     regret: Annotated[bool, Opt("--regret", help=(
         "Fleet: also replay the oracle router and report the hit tokens this router "
         "missed."))] = False,
@@ -157,6 +160,24 @@ def replay_command(
     if against is not None and (hicache_ratio, hicache_size, hicache_write_policy) != (None,) * 3:
         raise InputError("--hicache-ratio/--hicache-size/--hicache-write-policy replay a trace "
                          "through SGLang's HiCache; --against does not take them")
+    if against is not None and (router is not None or workers or replicas is not None
+                                or _is_router(against)):
+        from kvctl.cli.twin import fleet_against_command  # the fleet twin
+
+        if replicas is not None:
+            raise InputError("--against a router replays its own workers: drop --replicas")
+        return fleet_against_command(
+            str(workload), against, router=router or "cache_aware", options=fleet_options,
+            workers=workers, speedup=speedup, limit=limit, vocab_size=vocab_size,
+            seed=seed, deployment=Deployment(model=model, gpu=gpu, tp=tp),
+            json_output=json_output, cost_model=cost_model, given={
+                "pool_tokens": pool_tokens is not None, "pool_gb": pool_gb is not None,
+                "page_size": page_size is not None, "eviction": eviction is not None,
+                "max_running": max_running is not None, "token_budget": token_budget is not None,
+                "tau_high": tau_high is not None, "sweep": bool(sweep), "out": out is not None,
+                "plugin_url": plugin_url is not None, "regret": regret})
+    if workers:
+        raise InputError("--workers goes with --against ROUTER_URL")
     if against is not None:  # the twin: kvctl/twin, kvctl/cli/twin.py
         from kvctl.cli.twin import against_command
 
@@ -212,6 +233,12 @@ def replay_command(
                ray_address=ray_address)
     else:
         _single(base, out, json_output)
+
+
+def _is_router(url: str) -> bool:
+    from kvctl.twin.fleet_twin import is_router
+
+    return is_router(url)
 
 
 def _single(settings: ReplaySettings, out: Path | None, json_output: bool) -> None:

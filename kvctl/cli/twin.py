@@ -126,3 +126,75 @@ def _x(value) -> str:
 
 def _num(value) -> str:
     return "-" if value is None else f"{value:,.0f}"
+
+
+def fleet_against_command(workload: str, url: str, *, router: str, options: dict,
+                          workers, speedup: float, limit: int | None, vocab_size: int | None,
+                          seed: int | None, deployment, json_output: bool, given: dict,
+                          cost_model=None) -> None:
+    """`--against ROUTER_URL`: drive the fleet through its router, predict it (the fleet
+    replay with the workers' settings), compare per replica (kvctl/twin/fleet_twin.py)."""
+    from kvctl.cli.output import console, print_json, versioned
+    from kvctl.replay.mooncake import scan_trace
+    from kvctl.twin.fleet_twin import run_fleet_twin
+
+    clashing = [name for name in (*_SERVER_SETTINGS, "plugin_url", "regret") if given.get(name)]
+    if clashing:
+        flags = ", ".join("--" + name.replace("_", "-") for name in clashing)
+        raise InputError(f"--against a router replays with its workers' own settings: drop "
+                         f"{flags}")
+    options = {k: v for k, v in options.items() if v is not None}
+    form = options.pop("request_text", None) or "text"
+    total = scan_trace(workload, limit=limit).requests
+    from kvctl.cli.replay_fleet import _Bar
+
+    with _Bar(not json_output, "fleet answered") as bar:
+        document = run_fleet_twin(
+            workload, url, router=router, router_options=options, workers=workers,
+            form=form, speedup=speedup, limit=limit, vocab_size=vocab_size, seed=seed or 0,
+            deployment=deployment, cost_model=str(cost_model) if cost_model else None,
+            on_sent=lambda n: bar.update(n, total, 0.0))
+    if json_output:
+        print_json(versioned(document))
+    else:
+        console().print(render_fleet_twin(document))
+
+
+def render_fleet_twin(doc: dict):
+    """Measured and predicted, for the fleet and per replica, then the agreement and notes."""
+    from rich import box
+    from rich.console import Group
+    from rich.text import Text
+
+    from kvctl.cli.fit_table import FitTable
+    from kvctl.cli.replay_fleet import _sec
+
+    a = doc["agreement"]
+    router = doc["router"]
+    title = (f"{doc['trace']} against {doc['router_url']} ({router['name']}, "
+             f"{len(doc['workers'])} workers, {doc['request_form']} requests, arrivals / "
+             f"{doc['speedup']:g})")
+    table = FitTable(title=title, title_justify="left", box=box.SIMPLE_HEAD, key_columns=1)
+    for column in ("", "requests m / p", "hit rate m / p", "TTFT p50 m / p",
+                   "TTFT p99 m / p"):
+        table.add_column(column, justify="left" if not column else "right", no_wrap=True)
+
+    def row(name: str, m: dict, p: dict, style=None) -> None:
+        table.add_row(name, f"{m['requests']:,} / {p['requests']:,}",
+                      f"{_pct(m['hit_rate'])} / {_pct(p['hit_rate'])}",
+                      f"{_sec(m['ttft_p50_s'])} / {_sec(p['ttft_p50_s'])}",
+                      f"{_sec(m['ttft_p99_s'])} / {_sec(p['ttft_p99_s'])}", style=style)
+
+    row("fleet", doc["fleet"]["measured"], doc["fleet"]["predicted"], "bold")
+    for r in doc["replicas"]:
+        row(f"replica {r['replica']} = {r['worker']}", r["measured"], r["predicted"])
+    lines = [
+        f"m = measured on the fleet, p = predicted by the fleet replay "
+        f"({doc['clock']['label']})",
+        f"hit rate {_points(a['hit_rate_points'])}; equal hit tokens for "
+        f"{_pct(a['hit_tokens_equal_share'])} of {a['requests_compared']:,} requests; "
+        f"routed to the same replica {_pct(a['same_replica_share'])}; TTFT p50 "
+        f"{_x(a['ttft_p50_ratio'])}, p99 {_x(a['ttft_p99_ratio'])}",
+    ]
+    return Group(table, Text("\n".join(lines)),
+                 Text("\n".join(f"- {note}" for note in doc["notes"]), style="dim"))
