@@ -102,7 +102,7 @@ def render_fleet(doc: dict):
     options = "  ".join(f"{k} {v}" for k, v in router.items() if k != "name")
     header = Text.assemble(
         ("kvctl replay ", "bold"), (doc["workload"]["name"], "bold cyan"),
-        f"  (fleet: {doc['replicas']} replicas behind ", (router["name"], "bold"),
+        f"  (fleet: {doc['replica_count']} replicas behind ", (router["name"], "bold"),
         f"{'  ' + options if options else ''})\n",
         f"each replica: pool {s['pool_tokens']:,} tokens  page {s['page_size']}  "
         f"eviction {s['eviction_policy']}  max running {s['max_running_requests']}  "

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from kvctl.errors import InputError
 from kvctl.fleet.keys import DEFAULT_VOCAB, RouterKeys
 from kvctl.fleet.loop import FleetLoop, Outcome
@@ -28,6 +30,7 @@ from kvctl.replay.runner import PreparedReplay, ReplaySettings, prepare
 # Each replica is a whole engine (SGLang's tree, allocator, a req-to-token table of
 # max running x context int32: 135 MB at 257 x 131,072), all in this process.
 MAX_REPLICAS = 32
+_NO_KEY = np.empty(0, dtype=np.int64)  # a policy that reads no text gets no rendered key
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +108,7 @@ def run_fleet(prepared: PreparedFleet, *,
     policy = make_policy(fleet.router, replicas=fleet.replicas, options=fleet.router_options,
                          seed=_seed(prepared))
     header = {"workload": prepared.replica.workload, "replica": prepared.replica.resolved,
-              "replicas": fleet.replicas, "router": policy.describe(),
+              "replica_count": fleet.replicas, "router": policy.describe(),
               "router_text": {"vocab_size": fleet.vocab_size, "key_seed": fleet.key_seed},
               "notes": list(prepared.replica.notes)}
     return FleetResult(figures=figs, outcomes=tuple(outcomes), header=header,
@@ -148,6 +151,11 @@ def _one_fleet(prepared: PreparedFleet, router: str, on_progress):
         def arrivals():
             for record in iter_records(settings.workload, limit=settings.limit):
                 spec = to_spec(record)
+                if not policy.reads_text:
+                    yield RouteRequest(rid=spec.rid, key=_NO_KEY, tokens=spec.tokens,
+                                       prompt_tokens=record.input_length,
+                                       arrival_s=spec.arrival_s), spec
+                    continue
                 render = keys.get(record.block_tokens)
                 if render is None:
                     render = keys[record.block_tokens] = RouterKeys(

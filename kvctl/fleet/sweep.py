@@ -121,7 +121,7 @@ def rows(points: list[FleetPoint], documents: list[dict]) -> list[dict]:
     for point, doc in zip(points, documents):
         fleet = doc["fleet"]
         table.append({"label": point.label, "params": point.params,
-                      "replicas": doc["replicas"], "router": doc["router"]["name"],
+                      "replicas": doc["replica_count"], "router": doc["router"]["name"],
                       "hit_rate": fleet["hit_rate"], "requests": fleet["requests"],
                       "ttft_p99_s": fleet["ttft_s"]["p99"], "e2e_p99_s": fleet["e2e_s"]["p99"],
                       "imbalance": doc["imbalance"]["prompt_tokens"],

@@ -72,6 +72,9 @@ class RouterPolicy(ABC):
     # The policy reads `FleetView.exact_hits` (the oracle only): the loop keeps an exact,
     # page-granular directory of every replica's cache.
     reads_exact_caches: ClassVar[bool] = False
+    # The policy reads `RouteRequest.key` (the request text); the loop renders keys only
+    # for such a policy (rendering a trace line's key costs milliseconds).
+    reads_text: ClassVar[bool] = False
 
     @abstractmethod
     def select(self, request: RouteRequest, view: FleetView) -> int:

@@ -288,6 +288,7 @@ class CacheAware(RouterPolicy):
     """
 
     name: ClassVar[str] = "cache_aware"
+    reads_text: ClassVar[bool] = True
 
     def __init__(
         self,
