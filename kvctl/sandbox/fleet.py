@@ -51,11 +51,10 @@ from kvctl.sandbox.ports import free_block, require_free
 ROUTER_VERSION = "0.3.2"  # requirements/router.txt
 # sglang_router/router_args.py (0.3.2) `--policy` choices
 ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
-# Eight CPU servers is the most this machine class runs: each worker is three processes
-# (HTTP server, scheduler, detokenizer) of about 1.2 GB resident together with the tiny
-# model, and start-up is CPU-bound import time (about 100 s per pair on 2 shared cores), so
-# 8 take 4-8 minutes to come up and about 10 GB; more buys nothing a routing experiment
-# needs (docs/sandbox.md, "fleet").
+# At most 8 workers: each is three processes (HTTP server, scheduler, detokenizer) of 2.0 GB
+# proportional set size together (measured: 0.66 + 0.77 + 0.62 GB, tiny model, pool 2,048),
+# the router 0.8 GB, so 8 take 17 GB of this 23 GB machine class; start-up is CPU-bound import
+# time, about 100-115 s per pair of workers on 2 shared cores, so 8 take 7-8 minutes.
 MAX_REPLICAS = 8
 ROUTER_SHUTDOWN_S = 5  # --shutdown-grace-period-secs: 0.3.2 waits 180 s for in-flight requests
 
