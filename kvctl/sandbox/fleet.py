@@ -9,9 +9,10 @@ Every worker is a SandboxServer on ports of its own (ports.free_block, none shar
 all loading ONE model dir (config.json + the one-character-per-id tokenizer, tokenizer.py):
 SGLang's router groups workers by their model path, and workers started on N copies of the
 model are N models to it, all of one model's requests going to one worker (seen: 20 of 20).
-Workers start concurrently, at most one per CPU core at a time (2 at once here took 113-117 s
-each, as long as one alone on this loaded machine), then the router starts with
-`--worker-urls` of them and is ready when its /readiness counts every worker healthy.
+The router starts first (its Python import alone takes about 40 s here) with `--worker-urls`
+of every worker and looks for them every second; the workers start concurrently, at most one
+per CPU core at a time (2 at once here took 113-134 s each, as long as one alone on this
+loaded machine); the fleet is ready when the router's /readiness counts every worker healthy.
 
     RouterConfig(policy=..., cache_threshold=...)   the router's options, checked (check())
     check_replicas(n)                               1..MAX_REPLICAS, else InputError
@@ -56,6 +57,7 @@ ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manu
 # the router 0.8 GB, so 8 take 17 GB of this 23 GB machine class; start-up is CPU-bound import
 # time, about 100-115 s per pair of workers on 2 shared cores, so 8 take 7-8 minutes.
 MAX_REPLICAS = 8
+WORKER_WAIT_S = 1800  # the router's own wait for workers (0.3.2 default); kvctl: --startup-timeout
 ROUTER_SHUTDOWN_S = 5  # --shutdown-grace-period-secs: 0.3.2 waits 180 s for in-flight requests
 
 
@@ -171,7 +173,10 @@ class SandboxFleet:
                 "--worker-urls", *self.worker_urls, *self.router.args(),
                 "--host", host, "--port", str(self.port),
                 "--prometheus-host", host, "--prometheus-port", str(self.metrics_port),
-                "--shutdown-grace-period-secs", str(ROUTER_SHUTDOWN_S)]
+                "--shutdown-grace-period-secs", str(ROUTER_SHUTDOWN_S),
+                # started with the workers: look for them every second, not every 30 s
+                "--worker-startup-check-interval", "1",
+                "--worker-startup-timeout-secs", str(WORKER_WAIT_S)]
 
     def router_environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -184,8 +189,11 @@ class SandboxFleet:
         began = time.monotonic()
         deadline = began + timeout_s
         try:
+            # the router's own start-up (about 40 s here, most of it importing its Python
+            # package) overlaps the workers'; it polls them every second until they answer
+            self._launch_router()
             self._start_workers(deadline)
-            self._start_router(deadline)
+            self._wait_for_router(deadline)
         except BaseException:
             self.stop()
             raise
@@ -218,11 +226,13 @@ class SandboxFleet:
             raise SandboxFailed(f"worker {k} of {len(self.servers)} ({self.servers[k].url}) "
                                 f"did not start: {failures[k]}")
 
-    def _start_router(self, deadline: float) -> None:
+    def _launch_router(self) -> None:
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(
                 self.router_command(), cwd=self.workdir, env=self.router_environment(),
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _wait_for_router(self, deadline: float) -> None:
         want = len(self.servers)
         while True:
             healthy = self._healthy_workers()
