@@ -147,6 +147,8 @@ class SandboxFleet:
         for server in self.servers:
             server.workdir.mkdir(parents=True, exist_ok=True)
         self.process: subprocess.Popen | None = None
+        self._cancel = threading.Event()  # stop() during start(): no worker starts after it
+        self._starting: list[threading.Thread] = []
         self.log_path = workdir / "router.log"
         self.startup_s: float | None = None
         self.worker_startup_s: list[float | None] = [None] * replicas
@@ -188,6 +190,7 @@ class SandboxFleet:
         Any failure stops everything started and raises SandboxFailed naming the part."""
         began = time.monotonic()
         deadline = began + timeout_s
+        self._cancel.clear()
         try:
             # the router's own start-up (about 40 s here, most of it importing its Python
             # package) overlaps the workers'; it polls them every second until they answer
@@ -206,7 +209,7 @@ class SandboxFleet:
 
         def run(k: int, server: SandboxServer) -> None:
             with gate:
-                if failures:  # another worker failed: do not spend a minute on this one
+                if failures or self._cancel.is_set():  # another failed, or stop(): skip it
                     return
                 try:
                     self.worker_startup_s[k] = server.start(
@@ -217,6 +220,7 @@ class SandboxFleet:
         threads = [threading.Thread(target=run, args=(k, s), daemon=True,
                                     name=f"kvctl-fleet-start-{k}")
                    for k, s in enumerate(self.servers)]
+        self._starting = threads
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -271,7 +275,9 @@ class SandboxFleet:
         return " | ".join(line if len(line) <= width else line[:width] + "..." for line in kept)
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """The router, then every worker (concurrently); no process of the fleet is left."""
+        """The router, then every worker (concurrently); no process of the fleet is left,
+        also when called during start() (Ctrl-C, SIGTERM): no worker starts after it."""
+        self._cancel.set()
         if self.process is not None and self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGTERM)
@@ -286,6 +292,12 @@ class SandboxFleet:
             except ProcessLookupError:
                 pass
             self.process.wait(30)
+        self._stop_workers()
+        for thread in self._starting:  # a start in progress ends once its process is gone
+            thread.join(timeout_s)
+        self._stop_workers()  # one that launched while the first pass ran
+
+    def _stop_workers(self) -> None:
         threads = [threading.Thread(target=server.stop, daemon=True) for server in self.servers]
         for thread in threads:
             thread.start()

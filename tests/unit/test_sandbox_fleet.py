@@ -176,3 +176,54 @@ def test_single_server_sandbox_loads_the_tokenizer_unless_told_not_to():
     assert "launch_router" not in on.output and on.output.count("sglang.launch_server") == 1
     assert "--skip-tokenizer-init" not in on.output
     assert "--skip-tokenizer-init" in off.output
+
+
+def _fleet_with_fake_workers(tmp_path, replicas: int, fails: set[int]):
+    """A fleet whose workers 'start' in no time (or fail) and whose router is not launched;
+    records which parts were stopped."""
+    from kvctl.sandbox.launcher import SandboxFailed
+
+    fleet = SandboxFleet(SandboxConfig(port=0, plugin_port=0), tmp_path, replicas=replicas,
+                         router=RouterConfig())
+    events: list[str] = []
+    for k, server in enumerate(fleet.servers):
+        def start(timeout_s, k=k):
+            events.append(f"start {k}")
+            if k in fails:
+                raise SandboxFailed(f"sglang.launch_server exited 1; log w{k}.log: ... | boom")
+            return 1.0
+        server.start = start
+        server.stop = lambda k=k: events.append(f"stop {k}")
+    fleet._launch_router = lambda: events.append("router launched")
+    fleet._wait_for_router = lambda deadline: events.append("router ready")
+    return fleet, events
+
+
+def test_a_worker_that_fails_to_start_stops_everything_with_one_line_naming_it(tmp_path):
+    from kvctl.sandbox.launcher import SandboxFailed
+
+    fleet, events = _fleet_with_fake_workers(tmp_path, 2, fails={1})
+    with pytest.raises(SandboxFailed) as failed:
+        fleet.start(timeout_s=60)
+    message = str(failed.value)
+    assert message.startswith(f"worker 1 of 2 ({fleet.servers[1].url}) did not start: "
+                              "sglang.launch_server exited 1; log w1.log")
+    assert "\n" not in message
+    assert {"stop 0", "stop 1"} <= set(events) and "router ready" not in events
+
+
+def test_a_fleet_that_starts_reports_every_worker_then_the_router(tmp_path):
+    fleet, events = _fleet_with_fake_workers(tmp_path, 3, fails=set())
+    assert fleet.start(timeout_s=60) >= 0
+    assert events[0] == "router launched" and events[-1] == "router ready"
+    assert sorted(e for e in events if e.startswith("start")) == ["start 0", "start 1",
+                                                                 "start 2"]
+    assert fleet.worker_startup_s == [1.0, 1.0, 1.0]
+
+
+def test_stop_during_start_leaves_no_worker_to_start_later(tmp_path):
+    """stop() (Ctrl-C, SIGTERM) while workers wait for a core: none of them starts after it."""
+    fleet, events = _fleet_with_fake_workers(tmp_path, 4, fails=set())
+    fleet.stop()
+    fleet._start_workers(deadline=1e18)
+    assert not [e for e in events if e.startswith("start")]
