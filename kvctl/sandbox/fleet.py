@@ -33,6 +33,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +50,7 @@ from kvctl.sandbox.config import SandboxConfig
 from kvctl.sandbox.launcher import SandboxFailed, SandboxServer
 from kvctl.sandbox.ports import free_block, require_free
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ROUTER_VERSION = "0.3.2"  # requirements/router.txt
 # sglang_router/router_args.py (0.3.2) `--policy` choices
 ROUTER_POLICIES = ("random", "round_robin", "cache_aware", "power_of_two", "manual")
@@ -186,8 +188,9 @@ class SandboxFleet:
         return env
 
     def start(self, timeout_s: float = 900.0) -> float:
-        """Workers (concurrently, one per core at a time), then the router; returns seconds.
-        Any failure stops everything started and raises SandboxFailed naming the part."""
+        """The router, the workers (concurrently, one per core at a time), then the wait for
+        the router to count them all healthy; returns seconds. Any failure stops everything
+        started and raises SandboxFailed naming the part."""
         began = time.monotonic()
         deadline = began + timeout_s
         self._cancel.clear()
@@ -271,6 +274,7 @@ class SandboxFleet:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return "(no log)"
+        text = _ANSI.sub("", text)  # 0.3.2 colours its log whatever NO_COLOR says
         kept = [line for line in text.splitlines() if line.strip()][-lines:]
         return " | ".join(line if len(line) <= width else line[:width] + "..." for line in kept)
 

@@ -227,3 +227,11 @@ def test_stop_during_start_leaves_no_worker_to_start_later(tmp_path):
     fleet.stop()
     fleet._start_workers(deadline=1e18)
     assert not [e for e in events if e.startswith("start")]
+
+
+def test_the_routers_log_tail_is_one_line_without_colour_codes(tmp_path):
+    fleet = SandboxFleet(SandboxConfig(port=0, plugin_port=0), tmp_path, replicas=1,
+                         router=RouterConfig())
+    fleet.log_path.write_text("\x1b[2m2026-12-07\x1b[0m \x1b[32m INFO\x1b[0m starting\n\n"
+                              "\x1b[31mERROR\x1b[0m bind failed\n")
+    assert fleet.router_tail() == "2026-12-07  INFO starting | ERROR bind failed"
