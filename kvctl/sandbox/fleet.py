@@ -191,6 +191,9 @@ class SandboxFleet:
         """The router, the workers (concurrently, one per core at a time), then the wait for
         the router to count them all healthy; returns seconds. Any failure stops everything
         started and raises SandboxFailed naming the part."""
+        if installed_router_version() is None:
+            raise SandboxFailed("SGLang's router is not installed (PyPI sglang-router): "
+                                "pip install -r requirements/router.txt, or make setup")
         began = time.monotonic()
         deadline = began + timeout_s
         self._cancel.clear()

@@ -235,3 +235,15 @@ def test_the_routers_log_tail_is_one_line_without_colour_codes(tmp_path):
     fleet.log_path.write_text("\x1b[2m2026-12-07\x1b[0m \x1b[32m INFO\x1b[0m starting\n\n"
                               "\x1b[31mERROR\x1b[0m bind failed\n")
     assert fleet.router_tail() == "2026-12-07  INFO starting | ERROR bind failed"
+
+
+def test_without_the_router_package_nothing_starts(tmp_path, monkeypatch):
+    from kvctl.sandbox import fleet as fleet_module
+    from kvctl.sandbox.launcher import SandboxFailed
+
+    fleet, events = _fleet_with_fake_workers(tmp_path, 2, fails=set())
+    monkeypatch.setattr(fleet_module, "installed_router_version", lambda: None)
+    with pytest.raises(SandboxFailed, match=r"^SGLang's router is not installed .*"
+                                            r"requirements/router\.txt"):
+        fleet.start(timeout_s=60)
+    assert events == []
