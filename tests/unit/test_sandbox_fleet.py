@@ -247,3 +247,11 @@ def test_without_the_router_package_nothing_starts(tmp_path, monkeypatch):
                                             r"requirements/router\.txt"):
         fleet.start(timeout_s=60)
     assert events == []
+
+
+def test_replicas_1_is_one_worker_behind_the_router():
+    result = _sandbox("--dry-run", "--port", "0", "--replicas", "1", "--router", "round_robin")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("-m sglang.launch_server") == 1
+    router_line = result.output.strip().splitlines()[-1]
+    assert re.search(r"--worker-urls http://127\.0\.0\.1:\d+ --policy round_robin ", router_line)
