@@ -7,8 +7,9 @@
 
 Every worker is a SandboxServer on ports of its own (ports.free_block, none shared: `avoid`),
 all loading ONE model dir (config.json + the one-character-per-id tokenizer, tokenizer.py):
-SGLang's router groups workers by their model path, and workers started on N copies of the
-model are N models to it, all of one model's requests going to one worker (seen: 20 of 20).
+SGLang's router keys workers (and cache_aware's trees) by model path, and N copies of the
+model are N models to it (`GET /v1/models` lists each; routing of model-less requests was
+the same in a test, docs/sandbox-fleet.md), so the fleet is one model, as a real one is.
 The router starts first (its Python import alone takes about 40 s here) with `--worker-urls`
 of every worker and looks for them every second; the workers start concurrently, at most one
 per CPU core at a time (2 at once here took 113-134 s each, as long as one alone on this
