@@ -63,15 +63,16 @@ def sandbox_command(
                                                  "until killed.")] = False,
     dry_run: Annotated[bool, Opt("--dry-run", help="Print the server's command line and "
                                                    "environment, start nothing.")] = False,
-    startup_timeout: Annotated[float, Opt(help="Seconds to wait for the server (a fleet: "
-                                                "for all of it).")] = 600.0,
+    startup_timeout: Annotated[Optional[float], Opt(help=(
+        "Seconds to wait for the server (600; a fleet: 300 per round of one worker per "
+        "CPU core, + 300)."), show_default=False)] = None,
     tokenizer: Annotated[bool, Opt("--tokenizer/--no-tokenizer", help=(
         "Load the model's one-character-per-id tokenizer, so requests may carry text "
         "(--no-tokenizer: --skip-tokenizer-init, input_ids only; not with --replicas)."))]
     = True,
     replicas: Annotated[Optional[int], Opt(help=(
-        f"Start a fleet: this many servers behind SGLang's router (1-8; --port is then "
-        f"the router's)."), show_default=False)] = None,
+        "Start a fleet: this many servers behind SGLang's router (1-8; --port is then "
+        "the router's)."), show_default=False)] = None,
     router: Annotated[Optional[str], Opt(help=(
         "The fleet's routing policy: cache_aware, round_robin, random, power_of_two, "
         "manual (sglang-router 0.3.2's --policy; default cache_aware)."),
@@ -123,9 +124,13 @@ def sandbox_command(
             return
         keep = True  # a failed start keeps its log for the one-line error to point at
         if fleet is not None:
-            _serve_fleet(server, traffic=traffic, json_out=json_out, timeout_s=startup_timeout)
+            from kvctl.sandbox.fleet import default_startup_timeout
+
+            wait = startup_timeout or default_startup_timeout(fleet[0])
+            _serve_fleet(server, traffic=traffic, json_out=json_out, timeout_s=wait)
         else:
-            _serve(server, traffic=traffic, json_out=json_out, timeout_s=startup_timeout)
+            _serve(server, traffic=traffic, json_out=json_out,
+                   timeout_s=startup_timeout or 600.0)
         keep = False
     finally:
         if not keep:

@@ -114,6 +114,13 @@ def check_replicas(replicas: int) -> None:
                          f"machine runs at once), got {replicas}")
 
 
+def default_startup_timeout(replicas: int, cores: int | None = None) -> float:
+    """Seconds a fleet gets to start: 300 per round of one worker per core (a pair took up to
+    180 s here under load), + 300 for the router and slack; 600 for 1-2 workers on 2 cores."""
+    cores = max(1, cores or os.cpu_count() or 1)
+    return 300.0 * math.ceil(replicas / cores) + 300.0
+
+
 def installed_router_version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -255,3 +255,12 @@ def test_replicas_1_is_one_worker_behind_the_router():
     assert result.output.count("-m sglang.launch_server") == 1
     router_line = result.output.strip().splitlines()[-1]
     assert re.search(r"--worker-urls http://127\.0\.0\.1:\d+ --policy round_robin ", router_line)
+
+
+def test_a_bigger_fleet_gets_longer_to_start_by_default():
+    from kvctl.sandbox.fleet import default_startup_timeout
+
+    assert default_startup_timeout(2, cores=2) == 600.0
+    assert default_startup_timeout(1, cores=2) == 600.0
+    assert default_startup_timeout(8, cores=2) == 1500.0
+    assert default_startup_timeout(8, cores=16) == 600.0
