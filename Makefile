@@ -12,7 +12,7 @@ SHELL        := /bin/bash
 .SHELLFLAGS  := -eo pipefail -c
 PIP_NOISE    := which is not installed|^ERROR: pip's dependency resolver does not currently|^sglang [0-9.]+ requires
 QUIET_PIP     = 2>&1 | { grep -Ev "$(PIP_NOISE)" || true; }
-REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/server.txt requirements/kvctl.txt requirements/dev.txt requirements/ray.txt pyproject.toml
+REQS    := requirements/torch.txt requirements/sglang.txt requirements/runtime.txt requirements/server.txt requirements/kvctl.txt requirements/dev.txt requirements/ray.txt requirements/router.txt pyproject.toml
 
 .PHONY: setup demo test test-fast bench lint clean
 
@@ -21,7 +21,7 @@ setup: $(STAMP)
 # Idempotent: re-runs only when a requirements file or pyproject.toml changes.
 # torch first (from the machine's local wheels), then SGLang without its GPU dependency set,
 # then SGLang's import-time needs and its HTTP server's (the e2e tests start one), then kvctl
-# itself (editable) with its test tools.
+# itself (editable) with its test tools, and SGLang's router (`kvctl sandbox --replicas`).
 $(STAMP): $(REQS)
 	@command -v $(PY) >/dev/null || { echo "make: $(PY) not found (kvctl needs Python 3.11)"; exit 1; }
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,7 @@ $(STAMP): $(REQS)
 	@$(PIP) install -r requirements/kvctl.txt $(QUIET_PIP)
 	@$(PIP) install -r requirements/dev.txt $(QUIET_PIP)
 	@$(PIP) install -r requirements/ray.txt $(QUIET_PIP)
+	@$(PIP) install -r requirements/router.txt $(QUIET_PIP)
 	@$(PIP) install --no-build-isolation -e . $(QUIET_PIP)
 	@touch $(STAMP)
 	@echo "make setup: done"

@@ -7,6 +7,9 @@
     cpu_platform.py  the out-of-tree CPU platform; imported only by the sandbox's server process
     launcher.py      SandboxServer: start `python -m sglang.launch_server`, wait, warm up, stop
     traffic.py       a built-in shared-prefix workload (`--traffic`) so the numbers move
+    tokenizer.py     the tiny model's tokenizer: token id i is the one character chr(0x4E00 + i)
+    fleet.py         SandboxFleet: N servers behind SGLang's router (`--replicas N --router P`)
+    served.py        ServedBy: which worker served a request (its rid in the plugins' receipts)
 
 Nothing here is active in a user's own server: the platform is registered only through a
 dist-info written to the sandbox's temp directory and put on that one process's PYTHONPATH.

@@ -36,6 +36,9 @@ class SandboxConfig:
     schedule_policy: str = "fcfs"
     plugin: bool = True
     record: bool = False
+    # the model dir's one-character-per-id tokenizer (tokenizer.py): requests may carry text;
+    # False keeps `--skip-tokenizer-init` (input_ids only, output_ids in replies)
+    tokenizer: bool = False
     host: str = "127.0.0.1"
     port: int = 30000
     plugin_port: int = 30100
@@ -78,7 +81,7 @@ class SandboxConfig:
         import json
 
         return [
-            "--load-format", "dummy", "--skip-tokenizer-init", "--device", "cpu",
+            "--load-format", "dummy", *self._tokenizer_args(), "--device", "cpu",
             "--attention-backend", "torch_native", "--disable-cuda-graph",
             "--host", self.host, "--port", str(port),
             "--page-size", str(self.page_size), "--max-total-tokens", str(self.pool_tokens),
@@ -92,6 +95,11 @@ class SandboxConfig:
             "--skip-server-warmup",
             "--kv-events-config", json.dumps(events), *self._hicache_args(), *self.extra_args,
         ]  # fmt: skip
+
+    def _tokenizer_args(self) -> tuple[str, ...]:
+        """Nothing: SGLang loads the model dir's tokenizer (kvctl/sandbox/tokenizer.py);
+        else --skip-tokenizer-init."""
+        return () if self.tokenizer else ("--skip-tokenizer-init",)
 
     def _max_running_args(self) -> tuple[str, ...]:
         """--max-running-requests, or nothing: a stock server's own resolution

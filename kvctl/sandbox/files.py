@@ -1,6 +1,8 @@
 """The files a sandbox writes into its own temp directory (nothing anywhere else).
 
     DIR/model/config.json                       a tiny Llama, random weights (--load-format dummy)
+    DIR/model/tokenizer.json, tokenizer_config.json   its one-character-per-id tokenizer
+                                                (tokenizer.py; loaded unless --skip-tokenizer-init)
     DIR/dist/kvctl_sandbox_cpu-0.0.0.dist-info  the CPU platform's entry point
                                                 (group sglang.srt.platforms)
     DIR/dist/kvctl_sandbox_plugin-0.0.0.dist-info  kvctl's plugin entry point, written only
@@ -42,6 +44,9 @@ def write_model(target: Path, context_length: int) -> Path:
               "max_position_embeddings": max(TINY_CONFIG["max_position_embeddings"],
                                              context_length)}
     (target / "config.json").write_text(json.dumps(config))
+    from kvctl.sandbox.tokenizer import write_tokenizer
+
+    write_tokenizer(target, VOCAB)
     return target
 
 

@@ -45,19 +45,24 @@ class SandboxFailed(RuntimeFailure):
 class SandboxServer:
     """One real SGLang server process (see the module docstring)."""
 
-    def __init__(self, config: SandboxConfig, workdir: Path) -> None:
+    def __init__(self, config: SandboxConfig, workdir: Path, *,
+                 model_dir: Path | None = None, avoid: set[int] | None = None) -> None:
+        """model_dir: a model dir files.write_model already wrote, shared with other servers
+        (a fleet: SGLang's router groups workers by model path, fleet.py); else its own.
+        avoid: ports other servers of a fleet were given (ports.free_block), updated."""
         config.check()
         self.config = config
         self.workdir = workdir
         host, dp = config.host, config.dp_size
         if config.port:
             require_free("--port", config.port, 1, host)
-        self.port = config.port or free_block(1, host)
+        self.port = config.port or free_block(1, host, avoid)
         if config.plugin and config.plugin_port:
             require_free("--plugin-port", config.plugin_port, dp, host)
-        self.plugin_port = config.plugin_port or free_block(dp, host)
-        self.events_port, self.replay_port = free_block(dp, host), free_block(dp, host)
-        self.model_dir = files.write_model(workdir / "model", config.context_length)
+        self.plugin_port = config.plugin_port or free_block(dp, host, avoid)
+        self.events_port = free_block(dp, host, avoid)
+        self.replay_port = free_block(dp, host, avoid)
+        self.model_dir = model_dir or files.write_model(workdir / "model", config.context_length)
         self.dist_dir = files.write_dists(workdir / "dist", plugin=config.plugin)
         self.process: subprocess.Popen | None = None
         self.starts = 0

@@ -45,8 +45,12 @@ def _bind(stack: ExitStack, host: str, port: int) -> int:
     return sock.getsockname()[1]
 
 
-def free_block(size: int, host: str = "127.0.0.1") -> int:
-    """The first port of `size` consecutive ports that are all free on `host` right now."""
+def free_block(size: int, host: str = "127.0.0.1", avoid: set[int] | None = None) -> int:
+    """The first port of `size` consecutive ports that are all free on `host` right now.
+
+    `avoid`: ports already promised to another process that has not bound them yet (a fleet
+    picks every server's ports before any starts); a block touching one is not taken, and
+    the block taken is added to it."""
     high = _ephemeral_start() - size  # the last base whose block stays below the range
     for _ in range(_TRIES):
         with ExitStack() as stack:
@@ -55,10 +59,14 @@ def free_block(size: int, host: str = "127.0.0.1") -> int:
                 base = _bind(stack, host, random.randrange(_FLOOR, high) if high > _FLOOR else 0)
                 if base + size - 1 > 65535:
                     continue
+                if avoid is not None and not avoid.isdisjoint(range(base, base + size)):
+                    continue
                 for offset in range(1, size):
                     _bind(stack, host, base + offset)
             except OSError:
                 continue
+            if avoid is not None:
+                avoid.update(range(base, base + size))
             return base
     raise OSError(f"no block of {size} free consecutive ports on {host} after {_TRIES} tries")
 

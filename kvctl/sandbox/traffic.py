@@ -10,6 +10,10 @@ each followed by a user turn of its own, then a short reply::
 once (protected prefix + private turn and reply). The unique turns fill the radix cache until
 SGLang evicts, so free, evictable, protected and private all move. Token ids stay below the
 tiny model's vocabulary (files.VOCAB). Deterministic for a seed; nothing is logged.
+
+`text=True` sends each prompt as text, one character per id (tokenizer.py `render`), for a
+server started with the sandbox's tokenizer; a fleet's traffic goes through SGLang's router
+that way, whose cache-aware policy routes on the text.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from kvctl.sandbox.files import VOCAB
+from kvctl.sandbox.tokenizer import render
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,9 +54,11 @@ class TrafficShape:
 class Traffic:
     """Background senders to `url`/generate until `stop()`; counts sent and failed."""
 
-    def __init__(self, url: str, shape: TrafficShape | None = None) -> None:
+    def __init__(self, url: str, shape: TrafficShape | None = None, *,
+                 text: bool = False) -> None:
         self.url = url.rstrip("/")
         self.shape = shape or TrafficShape()
+        self.text = text
         self.sent = 0
         self.failed = 0
         self.last_error: str | None = None
@@ -82,9 +89,9 @@ class Traffic:
         systems = self.shape.systems()
         while not self._stop.is_set():
             ids, reply = self.shape.prompt(rng, systems)
-            body = {"input_ids": ids,
-                    "sampling_params": {"max_new_tokens": reply, "temperature": 0,
-                                        "ignore_eos": True}}
+            body = {"sampling_params": {"max_new_tokens": reply, "temperature": 0,
+                                        "ignore_eos": True},
+                    **({"text": render(ids)} if self.text else {"input_ids": ids})}
             request = urllib.request.Request(
                 f"{self.url}/generate", data=json.dumps(body).encode(), method="POST",
                 headers={"Content-Type": "application/json"})

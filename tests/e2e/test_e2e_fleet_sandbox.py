@@ -1,0 +1,232 @@
+"""`kvctl sandbox --replicas 2 --router cache_aware` end to end: two real CPU SGLang servers
+(each with kvctl's plugin) behind SGLang's own router (sglang-router 0.3.2), started by the
+command a user runs, shared by this module's tests (one start: about 2-3 minutes here).
+
+What cache_aware does (sglang-router 0.3.2, HTTP requests; docs/sandbox.md "fleet"): per
+request, the worker whose approximate character tree matches the most of the request text;
+if that match is more than --cache-threshold (0.3) of the text, that worker; otherwise the
+worker with the fewest requests in flight at the router (ties: the router's first worker).
+Either way the text is then inserted in the chosen worker's tree. So here:
+
+    group g's first request, sent while groups < g are still decoding (in flight)
+        -> no tree matches (prompts share nothing across groups) -> fewest in flight:
+           group 1 lands on the worker group 0 is not on; group 3 on the one group 2 is not on
+    every later request of group g (64 shared + 16 own tokens: match 64/80 > 0.3)
+        -> group g's worker
+
+Which worker served each request: the request's `rid`, echoed by the worker, found in that
+worker's plugin `/receipts` (kvctl/sandbox/served.py), checked against each worker's own
+`sglang:num_requests_total`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from e2e.sglang_server import ROOT, skip_reason
+from kvctl.sandbox.served import ServedBy, new_rid
+from kvctl.sandbox.tokenizer import render
+from support.signals import sigint_default
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+PREFIX, TURN, GROUPS = 64, 16, 4
+LONG_REPLY = 400  # tokens: a first request still decodes (seconds) when the next group's goes
+READY_S, STOP_S = 600, 120
+
+
+def _get(url: str, timeout_s: float = 10) -> dict:
+    with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+        return json.loads(reply.read())
+
+
+def _generate(url: str, ids: list[int], *, max_new: int, rid: str) -> dict:
+    body = {"text": render(ids), "rid": rid,
+            "sampling_params": {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}}
+    request = urllib.request.Request(f"{url}/generate", data=json.dumps(body).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=180) as reply:
+        return json.loads(reply.read())
+
+
+def _requests_total(worker: str) -> float:
+    with urllib.request.urlopen(f"{worker}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    found = re.findall(r"^sglang:num_requests_total\{[^}]*\} ([0-9.e+]+)$", text, re.M)
+    return sum(float(v) for v in found)
+
+
+def _read_line(stream, timeout_s: float) -> str:
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    return got[0] if got else ""
+
+
+def _kill_group(pid: int | None) -> None:
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    """(process, ready document) of one `kvctl sandbox --replicas 2` for the module."""
+    if reason := skip_reason():
+        pytest.skip(reason)
+    import importlib.util
+
+    if importlib.util.find_spec("sglang_router") is None:
+        pytest.skip("sglang-router missing: make setup installs requirements/router.txt")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvctl", "sandbox", "--replicas", "2", "--router", "cache_aware",
+         "--port", "0", "--json", "--pool-tokens", "4096", "--context-length", "1024"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=sigint_default)
+    doc: dict = {}
+    try:
+        line = _read_line(proc.stdout, READY_S)
+        assert line, f"no ready line in {READY_S} s; stderr: " + (
+            proc.stderr.read() if proc.poll() is not None else "(still running)")
+        doc = json.loads(line)
+        yield proc, doc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(STOP_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+        for pid in [doc.get("router", {}).get("pid")] + [w["pid"] for w in doc.get("workers", [])]:
+            _kill_group(pid)  # kvctl, killed, could not stop them
+
+
+def test_ready_line_names_the_router_its_options_and_every_worker(fleet):
+    _, doc = fleet
+    assert doc["url"].startswith("http://127.0.0.1:")
+    router = doc["router"]
+    assert (router["policy"], router["cache_threshold"], router["balance_abs_threshold"],
+            router["balance_rel_threshold"], router["version"]) == (
+        "cache_aware", 0.3, 64, 1.5, "0.3.2")
+    workers = doc["workers"]
+    assert len(workers) == doc["replicas"] == 2
+    assert len({w["url"] for w in workers}) == 2
+    ready = _get(f"{doc['url']}/readiness")
+    assert (ready["healthy_workers"], ready["total_workers"]) == (2, 2)
+    listed = _get(f"{doc['url']}/workers")["workers"]
+    assert {w["url"] for w in listed} == {w["url"] for w in workers}
+    assert {w["model_id"] for w in listed} == {doc["model"]}  # one model: one routing tree
+    for worker in workers:
+        assert _get(f"{worker['plugin_url']}/healthz")["status"] == "ok"
+
+
+def test_cache_aware_keeps_each_prefix_group_on_one_worker_and_uses_both(fleet):
+    """4 groups through the router: the rule in the module docstring, the attribution equal
+    to each worker's own request counter, and the shared prefix cached on its worker."""
+    _, doc = fleet
+    url = doc["url"]
+    workers = [w["url"] for w in doc["workers"]]
+    by = ServedBy.from_ready(doc)
+    before = {w: _requests_total(w) for w in workers}
+    rng = random.Random(11)
+    prefixes = [[rng.randrange(1, 512) for _ in range(PREFIX)] for _ in range(GROUPS)]
+
+    def prompt(g: int) -> list[int]:
+        return prefixes[g] + [rng.randrange(1, 512) for _ in range(TURN)]
+
+    sent: list[tuple[int, str, dict]] = []
+    lock = threading.Lock()
+
+    def send(g: int, ids: list[int], max_new: int) -> None:
+        rid = new_rid("e2e-fleet")
+        reply = _generate(url, ids, max_new=max_new, rid=rid)
+        with lock:
+            sent.append((g, rid, reply))
+
+    firsts, running_at_send = [], []
+    for g in range(GROUPS):  # each group's first request goes while the earlier ones decode
+        running_at_send.append(all(t.is_alive() for t in firsts))
+        thread = threading.Thread(target=send, args=(g, prompt(g), LONG_REPLY), daemon=True)
+        thread.start()
+        firsts.append(thread)
+        time.sleep(0.3)
+    for thread in firsts:
+        thread.join(240)
+    assert not any(t.is_alive() for t in firsts), "a first request did not answer in 240 s"
+    assert all(running_at_send), f"a first request ended before the next group's was sent: " \
+                                 f"{running_at_send} (the rule needs them in flight)"
+    for _ in range(3):
+        for g in range(GROUPS):
+            send(g, prompt(g), 2)
+
+    assert len(sent) == GROUPS * 4
+    assert all(reply["meta_info"]["id"] == rid for _, rid, reply in sent)  # rid echoed
+    served = by.attribute([rid for _, rid, _ in sent])
+    assert by.lost == 0 and None not in served.values(), served
+    assert all(len(v) == 1 for v in by.all_workers.values())  # no retry moved a request
+    group_worker = {}
+    for g in range(GROUPS):
+        on = {served[rid] for h, rid, _ in sent if h == g}
+        assert len(on) == 1, f"group {g} was split over {on}"
+        group_worker[g] = on.pop()
+    assert group_worker[1] != group_worker[0] and group_worker[3] != group_worker[2]
+    assert set(group_worker.values()) == set(workers)  # both workers got traffic
+    # later requests of a group hit its shared prefix on its worker
+    for g, rid, reply in sent:
+        if reply["meta_info"]["completion_tokens"] == 2:
+            assert reply["meta_info"]["cached_tokens"] >= PREFIX, (g, reply["meta_info"])
+    # the attribution is what each worker counted itself
+    want = {w: sum(1 for v in served.values() if v == w) for w in workers}
+    deadline = time.monotonic() + 15
+    while (got := {w: _requests_total(w) - before[w] for w in workers}) != want:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert got == want
+
+
+def test_a_repeated_request_through_the_router_is_served_from_cache(fleet):
+    """The same text twice: the second lands on the same worker and reuses its prompt's
+    pages (cached_tokens > 0; page 4, so all but the last partial page and token)."""
+    _, doc = fleet
+    by = ServedBy.from_ready(doc)
+    ids = [random.Random(5).randrange(1, 512) for _ in range(120)]
+    first, second = new_rid("e2e-repeat"), new_rid("e2e-repeat")
+    a = _generate(doc["url"], ids, max_new=2, rid=first)
+    b = _generate(doc["url"], ids, max_new=2, rid=second)
+    assert a["meta_info"]["prompt_tokens"] == b["meta_info"]["prompt_tokens"] == len(ids)
+    assert b["meta_info"]["cached_tokens"] > 0
+    assert b["meta_info"]["cached_tokens"] == (len(ids) - 1) // 4 * 4
+    assert by.worker_of(first) == by.worker_of(second) is not None
+
+
+def test_sigint_stops_the_router_and_every_worker(fleet):
+    """Last: SIGINT ends kvctl with exit 0 and nothing more on stdout; the router's and every
+    worker's process is gone and the fleet's temp dir removed."""
+    proc, doc = fleet
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=STOP_S)
+    assert proc.returncode == 0, err
+    assert out == ""
+    for pid in [doc["router"]["pid"]] + [w["pid"] for w in doc["workers"]]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not Path(doc["model"]).parent.exists()
