@@ -249,3 +249,39 @@ def test_flag_mode_needs_its_options_or_a_trace():
                                       "--context", "4096", "--output", "512", "--slo",
                                       "ttft-p99=2s"])
     assert result.exit_code == 2 and "--slo go with --trace" in result.stderr
+
+
+# ----- the human output -------------------------------------------------------------------
+
+
+def _text(result, routers) -> str:
+    from rich.console import Console
+
+    from kvctl.cli.plan_fleet import render
+
+    doc = search_document(result, header={"workload": {"name": "t.jsonl"},
+                                          "replica": {"pool_tokens": 20_000,
+                                                      "clock": "modeled"}}, routers=routers)
+    console = Console(width=100, record=True, file=open("/dev/null", "w"))
+    console.print(render(result, doc))
+    return console.export_text()
+
+
+def test_output_names_the_answer_what_n_minus_one_missed_and_the_validation():
+    """rr: 10 / n -> 5 (4 misses at 2.50 s); the table lists the six runs in order."""
+    text = _text(search(["rr"], 8, [TTFT], Fake({"rr": _falling(10.0)})), ["rr"])
+    assert "recommendation: 5 replicas behind rr (ttft-p99 2.00 s)" in text
+    assert "rr: 5 replicas; 4 replicas misses: ttft-p99 2.50 s" in text
+    assert "validated by the fleet replay: 6 runs" in text
+    assert "clock modeled (roofline virtual clock)" in text
+    assert text.count("missed ttft-p99") == 3  # runs 1, 2, 4; then 8, 6, 5 met
+    assert [line.split()[:3] for line in text.splitlines() if line.strip()[:1].isdigit()] == [
+        ["1", "rr", "1"], ["2", "rr", "2"], ["3", "rr", "4"], ["4", "rr", "8"],
+        ["5", "rr", "6"], ["6", "rr", "5"]]
+
+
+def test_output_when_nothing_meets_names_the_closest():
+    fake = Fake({"slow": _falling(40.0), "less": _falling(30.0)})
+    text = _text(search(["slow", "less"], 8, [TTFT], fake), ["slow", "less"])
+    assert "recommendation: none; no router met the SLO within 8 replicas" in text
+    assert "closest: less x8 (missed ttft-p99 3.75 s)" in text
