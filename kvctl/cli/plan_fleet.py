@@ -19,6 +19,7 @@ from kvctl.fleet.recommend import (
     FleetEvaluator,
     Search,
     check_max_replicas,
+    fmt_value,
     parse_routers,
     parse_slos,
     search,
@@ -88,7 +89,14 @@ def _replicas(n: int) -> str:
 
 
 def _missed_text(run, slos) -> str:
-    return ", ".join(f"{s.key} {s.show(run.metrics.get(s.key))}" for s in run.missed(slos))
+    return ", ".join(f"{s.key} {s.show(run.metrics.get(s.key))} "
+                     f"{'<' if s.minimum else '>'} {s.show(s.target)}" for s in run.missed(slos))
+
+
+def _shown(slos) -> list[str]:
+    """The SLO keys, then hit-rate and ttft-p99 (the tie-breaks) when not among them."""
+    keys = [s.key for s in slos]
+    return keys + [k for k in ("hit-rate", "ttft-p99") if k not in keys]
 
 
 def render(result: Search, document: dict):
@@ -107,19 +115,27 @@ def render(result: Search, document: dict):
         f"(1..{result.max_replicas} replicas; routers {', '.join(document['routers'])})")
     table = FitTable(box=box.SIMPLE_HEAD, key_columns=2, title="runs made (in order)",
                      title_justify="left")
-    for column in ("#", "router", "replicas", *(s.key for s in slos), "SLO"):
+    shown = _shown(slos)
+    for column in ("#", "router", "replicas", *shown, "SLO"):
         table.add_column(column, justify="left" if column == "router" else "right",
                          no_wrap=True)
     for run in result.runs:
         verdict = "met" if run.meets else "missed " + ",".join(s.key for s in run.missed(slos))
         table.add_row(str(run.order), run.router, str(run.replicas),
-                      *(s.show(run.metrics.get(s.key)) for s in slos), verdict,
+                      *(fmt_value(k, run.metrics.get(k)) for k in shown), verdict,
                       style=None if run.meets else "dim")
     lines = []
     rec = result.recommendation
     if rec is not None:
         got = ", ".join(f"{s.key} {s.show(rec.answer.metrics.get(s.key))}" for s in slos)
         lines.append(f"recommendation: {_replicas(rec.replicas)} behind {rec.router} ({got})")
+        tied = [a for a in result.answers if a.replicas == rec.replicas and a is not rec]
+        if tied:
+            def brief(a) -> str:
+                return (f"{a.router} hit rate {fmt_value('hit-rate', a.answer.metrics.get('hit-rate'))}"
+                        f", ttft-p99 {fmt_value('ttft-p99', a.answer.metrics.get('ttft-p99'))}")
+            lines.append(f"  tie on {_replicas(rec.replicas)}, broken by hit rate then "
+                         f"ttft-p99: {'; '.join(brief(a) for a in (rec, *tied))}")
     else:
         lines.append(f"recommendation: none; no router met the SLO within "
                      f"{_replicas(result.max_replicas)}")

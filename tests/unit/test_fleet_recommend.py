@@ -262,7 +262,7 @@ def _text(result, routers) -> str:
     doc = search_document(result, header={"workload": {"name": "t.jsonl"},
                                           "replica": {"pool_tokens": 20_000,
                                                       "clock": "modeled"}}, routers=routers)
-    console = Console(width=100, record=True, file=open("/dev/null", "w"))
+    console = Console(width=250, record=True, file=open("/dev/null", "w"))
     console.print(render(result, doc))
     return console.export_text()
 
@@ -271,17 +271,28 @@ def test_output_names_the_answer_what_n_minus_one_missed_and_the_validation():
     """rr: 10 / n -> 5 (4 misses at 2.50 s); the table lists the six runs in order."""
     text = _text(search(["rr"], 8, [TTFT], Fake({"rr": _falling(10.0)})), ["rr"])
     assert "recommendation: 5 replicas behind rr (ttft-p99 2.00 s)" in text
-    assert "rr: 5 replicas; 4 replicas misses: ttft-p99 2.50 s" in text
+    assert "rr: 5 replicas; 4 replicas misses: ttft-p99 2.50 s > 2.00 s" in text
     assert "validated by the fleet replay: 6 runs" in text
     assert "clock modeled (roofline virtual clock)" in text
     assert text.count("missed ttft-p99") == 3  # runs 1, 2, 4; then 8, 6, 5 met
+    assert "hit-rate" in text  # a tie-break, shown though not an SLO
     assert [line.split()[:3] for line in text.splitlines() if line.strip()[:1].isdigit()] == [
         ["1", "rr", "1"], ["2", "rr", "2"], ["3", "rr", "4"], ["4", "rr", "8"],
         ["5", "rr", "6"], ["6", "rr", "5"]]
+
+
+def test_output_says_how_a_tie_on_replicas_was_broken():
+    """b and c both need 3 (6 / n); c's hit rate 70% beats b's 50%."""
+    ttft = {"b": _falling(6.0), "c": _falling(6.0)}
+    text = _text(search(["b", "c"], 8, [TTFT], Fake(ttft, {"c": {n: 0.7 for n in range(1, 9)}})),
+                 ["b", "c"])
+    assert "recommendation: 3 replicas behind c" in text
+    assert ("tie on 3 replicas, broken by hit rate then ttft-p99: c hit rate 70.00%, "
+            "ttft-p99 2.00 s; b hit rate 50.00%, ttft-p99 2.00 s") in text
 
 
 def test_output_when_nothing_meets_names_the_closest():
     fake = Fake({"slow": _falling(40.0), "less": _falling(30.0)})
     text = _text(search(["slow", "less"], 8, [TTFT], fake), ["slow", "less"])
     assert "recommendation: none; no router met the SLO within 8 replicas" in text
-    assert "closest: less x8 (missed ttft-p99 3.75 s)" in text
+    assert "closest: less x8 (missed ttft-p99 3.75 s > 2.00 s)" in text
