@@ -1,4 +1,5 @@
-"""`kvctl plan recommend`: SGLang launch flags for a model, GPU set and agent workload."""
+"""`kvctl plan recommend`: SGLang launch flags for a model, GPU set and agent workload; with
+--trace, the fewest replicas and the router that meet an SLO (kvctl/cli/plan_fleet.py)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,13 @@ _GPU_LINKS = {"PCIe Gen4 x16": "pcie-gen4", "PCIe Gen5 x16": "pcie-gen5"}
 
 
 def recommend_command(
-    model: Annotated[str, typer.Option(help="Model preset or config.json (also the --model-path shown).")],
-    context: Annotated[int, typer.Option(help="Average context tokens per trajectory.")],
-    output: Annotated[int, typer.Option(help="Average output tokens per trajectory.")],
+    model: Annotated[Optional[str], typer.Option(help=(
+        "Model preset or config.json (also the --model-path shown); with --trace, the modeled "
+        "model of each replica (default Llama-3-8B)."))] = None,
+    context: Annotated[Optional[int], typer.Option(help=(
+        "Average context tokens per trajectory (flag mode; not with --trace)."))] = None,
+    output: Annotated[Optional[int], typer.Option(help=(
+        "Average output tokens per trajectory (flag mode; not with --trace)."))] = None,
     gpu: Gpu = DEFAULT_GPU,
     gpus: Annotated[Optional[int], typer.Option(help="Devices (default TP x PP).")] = None,
     tp: Annotated[int, typer.Option(help="Tensor parallelism.")] = 1,
@@ -62,10 +67,60 @@ def recommend_command(
         help=("Replay this scenario (.yaml) or Mooncake trace (.jsonl) through SGLang's radix "
               "cache on CPU with the recommended settings; print it beside the estimate."))] = None,
     limit: Annotated[Optional[int], typer.Option(help=(
-        "Bound the replay: the first N sessions of a scenario, N requests of a trace."))] = None,
+        "Bound the replay: the first N sessions of a scenario, N requests of a trace "
+        "(--validate-with-replay, or --trace)."))] = None,
+    trace: Annotated[Optional[Path], typer.Option(help=(
+        "Fleet mode: a Mooncake trace (.jsonl); answers the fewest replicas and the router "
+        "meeting --slo, each candidate run as a fleet replay (docs/plan.md)."))] = None,
+    slo: Annotated[Optional[list[str]], typer.Option(help=(
+        "With --trace, repeatable KEY=VALUE: ttft-p99, ttft-p50, e2e-p99, e2e-p50 (2s, 500ms) "
+        "or hit-rate (a minimum: 40% or 0.4)."))] = None,
+    max_replicas: Annotated[int, typer.Option(help=(
+        "With --trace: the most replicas tried (at most 32)."))] = 8,
+    routers: Annotated[Optional[str], typer.Option(help=(
+        "With --trace: comma list of router policies (default round_robin,power_of_two,"
+        "cache_aware)."))] = None,
+    pool_tokens: Annotated[Optional[int], typer.Option(help=(
+        "With --trace: each replica's KV pool in tokens (0 = unbounded), as kvctl replay."))
+    ] = None,
+    pool_gb: Annotated[Optional[float], typer.Option(help=(
+        "With --trace: each replica's KV pool in GB of --model's KV, as kvctl replay."))] = None,
+    cost_model: Annotated[Optional[Path], typer.Option(help=(
+        "With --trace: a `kvctl calibrate` step-cost model as the replay clock (default: the "
+        "roofline)."))] = None,
+    page_size: Annotated[Optional[int], typer.Option(help=(
+        "With --trace: tokens per page (default 16)."))] = None,
+    max_running: Annotated[Optional[int], typer.Option(help=(
+        "With --trace: max running requests per replica."))] = None,
+    eviction: Annotated[Optional[str], typer.Option(help=(
+        "With --trace: SGLang eviction policy (default lru)."))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Recommend SGLang launch flags (memory fraction, page size, eviction, batch, chunk, HiCache) with reasons."""
+    """Recommend SGLang launch flags (memory fraction, page size, eviction, batch, chunk, HiCache) with reasons; with --trace, the fewest replicas and router meeting an SLO."""
+    fleet_given = [flag for flag, value in (
+        ("--slo", slo), ("--routers", routers), ("--pool-tokens", pool_tokens),
+        ("--pool-gb", pool_gb), ("--cost-model", cost_model), ("--page-size", page_size),
+        ("--max-running", max_running), ("--eviction", eviction)) if value is not None]
+    if max_replicas != 8:
+        fleet_given.append("--max-replicas")
+    if trace is not None:
+        flag_only = [flag for flag, value in (
+            ("--context", context), ("--output", output),
+            ("--validate-with-replay", validate_with_replay), ("--gpus", gpus), ("--pp", pp if pp != 1 else None),
+            ("--kv-dtype", kv_dtype), ("--tool-wait-seconds", tool_wait_seconds),
+            ("--host-gb", host_gb)) if value is not None]
+        if flag_only:
+            raise InputError(f"{', '.join(flag_only)} size SGLang's flags for one server; "
+                             "--trace answers the fleet question: drop one or the other")
+        return _fleet(trace, model=model, gpu=gpu, tp=tp, slo=slo or [], routers=routers,
+                      max_replicas=max_replicas, pool_tokens=pool_tokens, pool_gb=pool_gb,
+                      cost_model=cost_model, page_size=page_size, max_running=max_running,
+                      eviction=eviction, limit=limit, as_json=as_json)
+    if fleet_given:
+        raise InputError(f"{', '.join(fleet_given)} go with --trace (the fleet question)")
+    if model is None or context is None or output is None:
+        raise InputError("give --model, --context and --output (SGLang flags for one server), "
+                         "or --trace and --slo (the fewest replicas meeting an SLO)")
     if limit is not None and validate_with_replay is None:
         raise InputError("--limit bounds the replay of --validate-with-replay; give that too")
     devices = gpus if gpus is not None else tp * pp
@@ -115,6 +170,23 @@ def recommend_command(
     emit(as_json, document, _render(advice, shlex.join(launch), model, gpu, devices, assumptions))
     if not as_json:
         _print_validation(validation)
+
+
+def _fleet(trace: Path, *, model, gpu, tp, slo, routers, max_replicas, pool_tokens, pool_gb,
+           cost_model, page_size, max_running, eviction, limit, as_json) -> None:
+    """--trace: each replica is `kvctl replay`'s with these options; the search and its
+    output are kvctl/fleet/recommend.py and kvctl/cli/plan_fleet.py."""
+    from kvctl.cli.plan_fleet import fleet_recommend
+    from kvctl.replay.engine_setup import DEFAULT_MODEL, Deployment
+    from kvctl.replay.runner import ReplaySettings
+
+    base = ReplaySettings(
+        workload=str(trace), deployment=Deployment(model=model or DEFAULT_MODEL, gpu=gpu, tp=tp),
+        pool_tokens=pool_tokens, pool_gb=pool_gb, page_size=page_size, eviction_policy=eviction,
+        max_running_requests=max_running, limit=limit,
+        cost_model=str(cost_model) if cost_model is not None else None)
+    fleet_recommend(base, slos=slo, routers=routers, max_replicas=max_replicas,
+                    json_output=as_json)
 
 
 def _model_path(spec: str, geometry) -> str:

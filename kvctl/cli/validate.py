@@ -91,6 +91,9 @@ RULES: dict[str, Range] = {
     "seed": Range(0, 2**63 - 1, integer=True), "port": Range(0, 65_535, integer=True),
     "plugin_port": Range(0, 65_535, integer=True), "dp_size": Range(1, 16, integer=True),
     "replicas": POSITIVE_INT,
+    # plan recommend --trace: the fleet runner's MAX_REPLICAS (kvctl/fleet/runner.py; not
+    # imported here, a unit test keeps the two equal)
+    "max_replicas": Range(1, 32, integer=True),
     # token counts and geometry
     "page_size": Range(1, MAX_PAGE, integer=True), "block_size": Range(1, MAX_PAGE, integer=True),
     "pool_tokens": TOKENS_OR_ZERO, "token_budget": TOKENS, "decode_quantum": TOKENS,
@@ -198,10 +201,22 @@ def _fault(value: str) -> None:
         raise InputError(f"unknown fault {value!r}; valid: {', '.join(FAULTS)}")
 
 
+def _slo(value: str) -> None:
+    from kvctl.fleet.recommend import parse_slo  # no engine import
+
+    parse_slo(value)
+
+
+def _routers(value: str) -> None:
+    from kvctl.fleet.recommend import parse_routers
+
+    parse_routers(value)
+
+
 TEXT_RULES: dict[str, Callable[[str], None]] = {
     "kv_dtype": _dtype, "weight_dtype": _dtype, "tree_core": _choice("rust", "python"),
     "eviction": _eviction, "model": _model, "gpu": _gpu, "link": _link,
-    "retention": _retention, "inject_fault": _fault,
+    "retention": _retention, "inject_fault": _fault, "slo": _slo, "routers": _routers,
 }
 
 

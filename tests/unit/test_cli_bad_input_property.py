@@ -50,7 +50,7 @@ ZERO_INVALID = {"page_size", "block_size", "tp", "pp", "gpus", "steps", "limit",
                 "peak_tflops", "hbm_tbps", "link_gbps", "nvme_gbps", "mfu", "prefill_mfu",
                 "decode_mfu", "link_efficiency", "mem_fraction", "tau_high", "itl_target_ms",
                 "interval", "refresh", "duration", "timeout", "gamma", "trajectories",
-                "generation_seconds", "arrival_rate", "branches"}
+                "generation_seconds", "arrival_rate", "branches", "max_replicas"}
 # Options that are shares of a whole: anything above 1 is wrong.
 SHARES = {"tau_high", "mfu", "prefill_mfu", "decode_mfu", "link_efficiency", "mem_fraction",
           "mu", "headroom", "dram_price_ratio"}
@@ -59,7 +59,7 @@ PARSED_TEXT = {"model", "gpu", "eviction", "tree_core", "retention", "kind", "kv
                "weight_dtype", "link", "inject_fault", "context", "hbm_gb", "weights_gb",
                "reserve_gb", "lengths", "block_sizes", "row_bytes", "record_bytes",
                "kernel_lengths", "page_group", "suffixes", "chunk_sizes", "chunk", "tool",
-               "sweep", "request"}
+               "sweep", "request", "slo", "routers"}
 FILES = {"workload": ".yaml", "layout": ".yaml", "scenario": ".yaml", "trace": ".jsonl",
          "validate_with_replay": ".yaml", "prompt_file": ".json"}
 
