@@ -139,6 +139,9 @@ def replay_command(
     workers: Annotated[Optional[list[str]], Opt(help=(
         "With --against a router: its workers (http://HOST:PORT, repeatable) when the "
         "router's GET /workers should not be used."))] = None,
+    save_cost_model: Annotated[Optional[Path], Opt(help=(
+        "With --against a router: write the step-cost model fitted on this drive's steps, "
+        "for --cost-model on another drive (an out-of-sample clock)."))] = None,
     regret: Annotated[bool, Opt("--regret", help=(
         "Fleet: also replay the oracle router and report the hit tokens this router "
         "missed."))] = False,
@@ -170,12 +173,15 @@ def replay_command(
             str(workload), against, router=router or "cache_aware", options=fleet_options,
             workers=workers, speedup=speedup, limit=limit, vocab_size=vocab_size,
             seed=seed, deployment=Deployment(model=model, gpu=gpu, tp=tp),
-            json_output=json_output, cost_model=cost_model, given={
+            json_output=json_output, cost_model=cost_model, save_cost_model=save_cost_model,
+            given={
                 "pool_tokens": pool_tokens is not None, "pool_gb": pool_gb is not None,
                 "page_size": page_size is not None, "eviction": eviction is not None,
                 "max_running": max_running is not None, "token_budget": token_budget is not None,
                 "tau_high": tau_high is not None, "sweep": bool(sweep), "out": out is not None,
                 "plugin_url": plugin_url is not None, "regret": regret})
+    if save_cost_model is not None:
+        raise InputError("--save-cost-model goes with --against ROUTER_URL")
     if workers:
         raise InputError("--workers goes with --against ROUTER_URL")
     if against is not None:  # the twin: kvctl/twin, kvctl/cli/twin.py

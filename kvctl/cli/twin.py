@@ -131,7 +131,7 @@ def _num(value) -> str:
 def fleet_against_command(workload: str, url: str, *, router: str, options: dict,
                           workers, speedup: float, limit: int | None, vocab_size: int | None,
                           seed: int | None, deployment, json_output: bool, given: dict,
-                          cost_model=None) -> None:
+                          cost_model=None, save_cost_model=None) -> None:
     """`--against ROUTER_URL`: drive the fleet through its router, predict it (the fleet
     replay with the workers' settings), compare per replica (kvctl/twin/fleet_twin.py)."""
     from kvctl.cli.output import console, print_json, versioned
@@ -153,7 +153,7 @@ def fleet_against_command(workload: str, url: str, *, router: str, options: dict
             workload, url, router=router, router_options=options, workers=workers,
             form=form, speedup=speedup, limit=limit, vocab_size=vocab_size, seed=seed or 0,
             deployment=deployment, cost_model=str(cost_model) if cost_model else None,
-            on_sent=lambda n: bar.update(n, total, 0.0))
+            save_cost_model=str(save_cost_model) if save_cost_model else None, on_sent=lambda n: bar.update(n, total, 0.0))
     if json_output:
         print_json(versioned(document))
     else:

@@ -146,7 +146,7 @@ def run_fleet_twin(trace: str, router_url: str, *, router: str = "cache_aware",
                    form: str = "text", speedup: float = 1.0, limit: int | None = None,
                    vocab_size: int | None = None, seed: int = 0,
                    deployment: Deployment = Deployment(), cost_model: str | None = None,
-                   on_sent=None) -> dict:
+                   save_cost_model: str | None = None, on_sent=None) -> dict:
     """Drive the fleet, predict it, compare (module docstring)."""
     from kvctl.fleet.routers.registry import make_policy
     from kvctl.sandbox.served import ServedBy, plugin_endpoints
@@ -198,6 +198,11 @@ def run_fleet_twin(trace: str, router_url: str, *, router: str = "cache_aware",
         clock = decide(file_model, _Pooled(samplers), None)
     else:
         clock = decide(file_model, None, "a worker's kvctl plugin does not time steps")
+    if save_cost_model is not None and clock.source == "fitted":
+        from kvctl.calibrate.model_file import write_model
+
+        write_model(save_cost_model, clock.model, server={"url": router_url,
+                                                           "workers": [p.url for p in profiles]})
     index = {p.url: j for j, p in enumerate(profiles)}
     worker_of = {m.line: index.get(served.worker_of(m.rid, poll=False))
                  for m in result.requests if m.rid is not None}
