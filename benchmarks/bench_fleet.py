@@ -126,13 +126,19 @@ def proof(args) -> int:
                 proc, urls[policy] = start_router(policy, workers, folder)
                 routers.append(proc)
         model = folder / "clock.json"
-        calibration = against(trace, urls["cache_aware"], "cache_aware",
-                              "--save-cost-model", str(model))
-        print(f"calibration drive: clock {calibration['clock']['label']}, "
-              f"{calibration['clock'].get('samples', 0)} steps", flush=True)
+        if args.clock:  # a clock saved by an earlier calibration drive of this bench
+            model = Path(args.clock)
+        else:
+            calibration = against(trace, urls["cache_aware"], "cache_aware",
+                                  "--save-cost-model", str(model))
+            print(f"calibration drive: clock {calibration['clock']['label']}, "
+                  f"{calibration['clock'].get('samples', 0)} steps", flush=True)
+        runs = {p: args.runs for p in POLICIES}
+        if args.other_runs is not None:
+            runs.update({p: args.other_runs for p in POLICIES if p != "cache_aware"})
         for policy in POLICIES:
             results[policy] = [against(trace, urls[policy], policy, "--cost-model", str(model))
-                               for _ in range(args.runs)]
+                               for _ in range(runs[policy])]
             print(f"{policy}: {args.runs} drives done", flush=True)
         if args.save:
             Path(args.save).write_text(json.dumps(results, indent=1))
@@ -205,6 +211,9 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--ready", help="a running `kvctl sandbox --replicas 2 --json` ready line")
     p.add_argument("--save")
+    p.add_argument("--clock", help="a step-cost model saved by an earlier calibration drive")
+    p.add_argument("--other-runs", type=int, help="drives for round_robin and power_of_two "
+                   "(default --runs)")
     s = sub.add_parser("speed")
     s.add_argument("--limit", type=int, default=None)
     args = parser.parse_args()

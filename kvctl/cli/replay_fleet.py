@@ -131,8 +131,9 @@ def render_fleet(doc: dict):
     if doc.get("regret_tokens") is not None:
         share = (doc["regret_tokens"] / fleet["prompt_tokens"]) if fleet["prompt_tokens"] else 0
         lines.append(f"routing regret  {doc['regret_tokens']:,} hit tokens the oracle got "
-                     f"that {router['name']} did not ({share:.2%} of prompt tokens; oracle "
-                     f"hit {doc['oracle_hit_tokens']:,})")
+                     f"that {router['name']} did not ({share:.2%} of prompt tokens); hit "
+                     f"tokens in all: oracle {doc['oracle_hit_tokens']:,}, {router['name']} "
+                     f"{fleet['hit_tokens']:,} (the oracle is greedy: not an upper bound)")
     if fleet["rejected"]:
         lines.append(f"rejected  {fleet['rejected']:,} requests SGLang's door refuses "
                      "(longer than the pool or the context)")

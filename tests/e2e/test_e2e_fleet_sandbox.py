@@ -218,6 +218,49 @@ def test_a_repeated_request_through_the_router_is_served_from_cache(fleet):
     assert by.worker_of(first) == by.worker_of(second) is not None
 
 
+def test_replay_against_the_router_predicts_the_fleet(fleet, tmp_path):
+    """`kvctl replay TRACE --against ROUTER`: the workers come from the router's /workers,
+    every request's worker from its rid in the workers' plugin receipts, the prediction
+    from the fleet replay with the workers' settings behind the cache_aware mirror.
+
+    The trace: 4 conversations x 6 turns, 64-token blocks (sidecar), each turn's prompt its
+    conversation's 2 shared blocks plus one block of its own, 8 output tokens, a turn every
+    0.25 s (arrivals / 2 on the drive). Nothing is refused (prompt + output < 1,024) and
+    nothing is evicted (at most 4 x 128 + 24 x 64 = 2,048 tokens of 4,096): a turn's hit is
+    its conversation's shared blocks on the worker that holds them, less SGLang's last-token
+    page (128 tokens on page 4: the shared prefix is page-aligned), or 0 for the first turn
+    on a worker. Bounds (the measured gap the twin must stay within): every request
+    attributed, the per-replica counts add up, hit rate within 2 points, equal hit tokens
+    for at least 90% of requests."""
+    _, doc = fleet
+    trace = tmp_path / "convs.jsonl"
+    rows, block = [], 100
+    for turn in range(6):
+        for conv in range(4):
+            rows.append({"timestamp": int((turn * 4 + conv) * 250), "input_length": 3 * 64,
+                         "output_length": 8, "hash_ids": [2 * conv, 2 * conv + 1, block]})
+            block += 1
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "convs.meta.json").write_text(json.dumps({"block_tokens": 64}))
+    done = subprocess.run(
+        [sys.executable, "-m", "kvctl", "replay", str(trace), "--against", doc["url"],
+         "--router", "cache_aware", "--speedup", "2", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    twin = json.loads(done.stdout)
+    assert sorted(twin["workers"]) == sorted(w["url"] for w in doc["workers"])
+    measured, predicted = twin["fleet"]["measured"], twin["fleet"]["predicted"]
+    assert measured["requests"] == predicted["requests"] == 24
+    assert twin["agreement"]["unattributed"] == 0
+    assert sum(r["measured"]["requests"] for r in twin["replicas"]) == 24
+    assert sum(r["predicted"]["requests"] for r in twin["replicas"]) == 24
+    assert measured["prompt_tokens"] == predicted["prompt_tokens"] == 24 * 192
+    # 4 conversations x 5 later turns can hit their 128 shared tokens at most
+    assert 0 < measured["hit_tokens"] <= 20 * 128
+    assert abs(twin["agreement"]["hit_rate_points"]) <= 2.0
+    assert twin["agreement"]["hit_tokens_equal_share"] >= 0.9
+
+
 def test_sigint_stops_the_router_and_every_worker(fleet):
     """Last: SIGINT ends kvctl with exit 0 and nothing more on stdout; the router's and every
     worker's process is gone and the fleet's temp dir removed."""

@@ -3,10 +3,12 @@
 No real router can do this: it reads, at the arrival instant, the prefix each replica's
 own radix cache would hit (`FleetView.exact_hits`, page-granular, from the replicas' KV
 events), and sends the request where the hit is longest; ties go to the lower in-flight
-load, then the lower index. Its hit tokens bound what a prefix-aware router can reuse
-request by request, so `hit(oracle) - hit(policy)` per request is the policy's routing
-regret (kvctl/fleet/report.py). Greedy, not a global optimum: a request it sends to
-its longest hit can evict what a later request would have hit.
+load, then the lower index. The routing regret of a policy (kvctl/fleet/report.py) is the
+hit tokens the oracle got, request by request, that the policy did not. Greedy, not a
+global optimum, so not an upper bound in aggregate: a request it sends to its longest hit
+can evict, or crowd, what a later request would have hit (on head_500 at 4 x 300,000
+tokens cache_aware hit more tokens in all than the oracle: docs/fleet.md), which is why
+the report prints both totals beside the regret.
 """
 
 from __future__ import annotations
