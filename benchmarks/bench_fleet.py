@@ -139,7 +139,7 @@ def proof(args) -> int:
         for policy in POLICIES:
             results[policy] = [against(trace, urls[policy], policy, "--cost-model", str(model))
                                for _ in range(runs[policy])]
-            print(f"{policy}: {args.runs} drives done", flush=True)
+            print(f"{policy}: {runs[policy]} drives done", flush=True)
         if args.save:
             Path(args.save).write_text(json.dumps(results, indent=1))
     finally:

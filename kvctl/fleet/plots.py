@@ -23,7 +23,8 @@ def write_sweep_plot(path: Path, ranked: list[dict]) -> None:
     hit.set_xlabel("replicas")
     hit.set_ylabel("fleet hit rate (%)")
     ttft.set_xlabel("replicas")
-    ttft.set_ylabel("TTFT p99 (s, virtual clock)")
+    ttft.set_ylabel("TTFT p99 (s, virtual clock, log scale)")
+    ttft.set_yscale("log")
     for ax in (hit, ttft):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

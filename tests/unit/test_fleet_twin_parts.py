@@ -1,0 +1,47 @@
+"""The fleet twin's pure parts: matching replicas to workers, and refusing a fleet whose
+workers differ in a setting the replay takes."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvctl.errors import InputError
+from kvctl.twin.fleet_twin import _common_settings, best_mapping
+from kvctl.twin.server_probe import ServerProfile
+
+pytestmark = pytest.mark.unit
+
+
+def test_best_mapping_follows_the_requests():
+    """Replay replica 0's requests went to worker 1 (5 of 6), replica 1's to worker 0 (4 of
+    5): the swap agrees on 9 pairs, the identity on 2."""
+    pairs = [(0, 1)] * 5 + [(0, 0)] + [(1, 0)] * 4 + [(1, 1)]
+    assert best_mapping(pairs, 2) == (1, 0)
+
+
+def test_best_mapping_keeps_the_identity_on_a_tie_and_with_no_pairs():
+    assert best_mapping([(0, 0), (0, 1), (1, 1), (1, 0)], 2) == (0, 1)
+    assert best_mapping([], 3) == (0, 1, 2)
+
+
+def test_best_mapping_greedy_above_eight_replicas_is_a_permutation():
+    n = 10
+    pairs = [(j, (j + 3) % n) for j in range(n) for _ in range(3)]
+    mapping = best_mapping(pairs, n)
+    assert sorted(mapping) == list(range(n))
+    assert mapping == tuple((j + 3) % n for j in range(n))
+
+
+def profile(url: str, **info) -> ServerProfile:
+    base = {"page_size": 16, "max_total_num_tokens": 16384, "radix_eviction_policy": "lru",
+            "max_running_requests": 8, "schedule_policy": "fcfs"}
+    return ServerProfile(url=url, info={**base, **info}, vocab_size=512, vocab_source="test")
+
+
+def test_workers_must_share_the_replayed_settings():
+    same = _common_settings([profile("http://a:1"), profile("http://b:2")])
+    assert same["page_size"] == 16 and same["pool_tokens"] == 16384
+    with pytest.raises(InputError, match="workers differ in pool_tokens: http://a:1 has 16384, "
+                                         "http://b:2 has 8192"):
+        _common_settings([profile("http://a:1"), profile("http://b:2",
+                                                          max_total_num_tokens=8192)])
