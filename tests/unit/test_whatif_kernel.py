@@ -1,7 +1,10 @@
 """The what-if shadow's compiled sample and batched fold (engine_adapter/instrument/
 whatif_kernel.py) against the numpy form they replaced, kept here as the reference, applied
 to each request at once: the same hits, the same sampled weight and the same mini-cache
-contents in the same LRU order, bit for bit, whether folded per request or in batches."""
+contents in the same LRU order, bit for bit, whether folded per request or in batches.
+That reference shares the shadow's helpers (PrefixHasher, MiniCaches), so an oracle written
+from the definitions alone (_OracleShadow: plain-Python keys, sampling and LRUs) checks the
+served curve too."""
 
 from __future__ import annotations
 
