@@ -17,13 +17,12 @@ itself (`kvctl_up`, `kvctl_snapshot_read_seconds`): they describe the read, not 
 from __future__ import annotations
 
 from collections import Counter as _Tally
-from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, NamedTuple
+from typing import Callable, Iterable
 
 from engine_adapter.snapshot import Snapshot
 from telemetry.hicache_metrics import HICACHE_ROWS
-
-MetricKind = Literal["gauge", "counter", "info"]
+from telemetry.metric_spec import MetricSpec, Sample  # defined there, read from here too
+from telemetry.whatif_metrics import WHATIF_METRICS
 
 # States a RequestView can be in (engine_adapter/snapshot.py); anything else counts as "other".
 REQUEST_STATES: tuple[str, ...] = (
@@ -35,28 +34,6 @@ INFO_LABELS: tuple[str, ...] = (
     "engine", "tree_core", "page_size", "eviction_policy", "pool_tokens", "kv_pool",
     "sglang_version", "model",
 )
-
-
-class Sample(NamedTuple):
-    labels: tuple[str, ...]
-    value: float | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class MetricSpec:
-    """One metric family.
-
-    name: the exposed name (a counter's includes `_total`; an info family's ends in `_info`).
-    tenant_labels: labels whose values are tenant namespaces; the collector passes them
-    through `telemetry.hygiene.NamespaceLabeler` (hashed unless allow-listed, seed 000 0x0CE).
-    """
-
-    name: str
-    kind: MetricKind
-    help: str
-    labels: tuple[str, ...] = ()
-    read: Callable[[Snapshot], Iterable[Sample]] | None = None
-    tenant_labels: tuple[str, ...] = ()
 
 
 def _one(value_of: Callable[[Snapshot], float | int | bool | None]):
@@ -309,8 +286,6 @@ METRICS: tuple[MetricSpec, ...] = (
                  read=lambda s, _read=read: (Sample(*row) for row in _read(s)))
       for name, kind, help, labels, read in HICACHE_ROWS),
 )
-
-from telemetry.whatif_metrics import WHATIF_METRICS  # noqa: E402 (it imports MetricSpec)
 
 METRICS += WHATIF_METRICS
 

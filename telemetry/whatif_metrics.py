@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from engine_adapter.snapshot import Snapshot
-from telemetry.metrics_table import MetricSpec, Sample
+from telemetry.metric_spec import MetricSpec, Sample
 
 
 def _points(s: Snapshot) -> Iterable[Sample]:

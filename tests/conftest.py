@@ -45,6 +45,21 @@ def make_engine(sglang_ready) -> Callable[..., object]:
     return build
 
 
+# ----- timeouts (pytest-timeout; pyproject's `timeout` for every other test) ----------------
+# An e2e test's own bounds, summed at their worst: a package server's and a module server's
+# start (SGLangServer.start, 420 s each, both charged to the first test that uses them),
+# the longest body (test_e2e_twin's 600 s replay --against; test_e2e_plugin's recording:
+# 300 + 300 s) and two stops (SandboxServer.stop, 60 s each): 1560 s. A test marked
+# @pytest.mark.timeout keeps its own value.
+E2E_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("e2e") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT_S))
+
+
 # ----- CI: nothing skips but the gpu tests ----------------------------------------------
 # Locally, a test that needs prometheus, promtool, tmux, shellcheck, SGLang's server imports
 # or torch skips when it is absent. In CI (CI=true, set by GitHub Actions and .ci/run)

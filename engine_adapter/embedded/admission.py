@@ -331,20 +331,23 @@ class Admission:
             s_runtime=req.prefix_len,
         )
 
-    # ---- after the step: SGLang's update_running_batch bookkeeping ---------------------
+    # ---- SGLang's update_running_batch and filter_batch bookkeeping ----------------------
 
-    def after_step(self, decode_steps: int, retract_ratio: float | None, shrunk: bool) -> None:
-        """The step's bookkeeping, once per step. scheduler.py update_running_batch: after a
-        retraction the ratio is retract_decode's estimate (`retract_ratio`) and the batch is
-        no longer full; else it decays once per decode step run (`decode_steps`: a jump's
-        several). `shrunk`: a request left the running batch (finish, abort, a prefill
-        member that does not decode next): get_next_batch_to_run's filter_batch clears
-        batch_is_full."""
+    def before_decode(self, decode_steps: int, retract_ratio: float | None) -> None:
+        """scheduler.py update_running_batch, before its prepare_for_decode (so before the
+        decode batch runs): after a retraction the ratio is retract_decode's estimate
+        (`retract_ratio`) and the batch is no longer full; else the ratio decays once per
+        decode step (`decode_steps`: a jump's several). Called by decode.py."""
         if retract_ratio is not None:
             self.ratio.current = retract_ratio
             self.batch_is_full = False
         else:
             for _ in range(decode_steps):
                 self.ratio.decay_step()
+
+    def after_step(self, shrunk: bool) -> None:
+        """Once per step, after its result: `shrunk`, a request left the running batch
+        (finish, abort, a prefill member that does not decode next), so the next
+        get_next_batch_to_run's filter_batch clears batch_is_full before its prefill round."""
         if shrunk:
             self.batch_is_full = False

@@ -58,12 +58,6 @@ class Batch:
         """Whether anything ran: a prefill, a jump, or a decode step with requests left."""
         return self.kind in ("prefill", "jump") or self.decode.requests > 0
 
-    @property
-    def decode_steps(self) -> int:
-        """Decode steps whose update_running_batch ran (each decays new_token_ratio, unless
-        it retracted): 1 for a decode step, even one a retraction emptied."""
-        return {"jump": len(self.clocks), "decode": 1}.get(self.kind, 0)
-
 
 class Batches:
     """Chooses, runs and completes each step's batch; see module docstring. Mutates what

@@ -7,13 +7,14 @@ One step is SGLang's `Scheduler.update_running_batch` and `process_batch_result_
     prepare    memory held on the side yields first (retention.make_room); then
                check_decode_mem and, when even that is short, retract_decode: the victims
                go back to the waiting queue, the new_token_ratio becomes SGLang's estimate
-               over the kept requests; then prepare_for_decode (one slot per request)
+               over the kept requests (else it decays: admission.py `before_decode`); then
+               prepare_for_decode (one slot per request)
     complete   one output token per request (the model's, when one ran), the step's clock
                in the decode log (inter-token latencies, decode_log.py), SGLang's
                update_finish_state for the requests at their length budget, filter_batch
 
 A decode jump (jumps.py, the direct cache only) is k such steps at once: `prepare_jump`
-allocates them in one call, `complete` takes their k clocks.
+decays the ratio k times and allocates them in one call, `complete` takes their k clocks.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ class Decode:
     engine's queues and counters (retractions, finishes through `retention.finish`).
     Raises IntegrityError when SGLang does not finish a request at its length budget."""
 
-    def __init__(self, st: EngineState, retention, cache: DecodeCache) -> None:
+    def __init__(self, st: EngineState, retention, cache: DecodeCache, admission) -> None:
         self.st = st
         self.retention = retention
         self.cache = cache
+        self.admission = admission  # its new_token_ratio and batch_is_full (admission.py)
         self.log = st.decode_log = DecodeLog()
 
     def prepare(self) -> DecodeStep:
@@ -67,6 +69,7 @@ class Decode:
         if (counters.retractions, counters.allocation_failures) != shrinks:
             ratio = NewTokenRatioTracker.estimate_new_token_ratio_after_retract(
                 [t.req for t in st.running.values()])
+        self.admission.before_decode(1, ratio)
         if not st.running:
             return DecodeStep(0, 0, ratio)
         requests, context = self.cache.allocate()
@@ -75,6 +78,7 @@ class Decode:
     def prepare_jump(self, steps: int) -> int:
         """Allocate `steps` decode steps at once (a span jumps.py qualified); returns the
         batch size. The direct decode cache only."""
+        self.admission.before_decode(steps, None)
         return self.cache.allocate_many(steps)
 
     def complete(self, clocks: Sequence[float], model_tokens: list[int] | None = None) -> None:

@@ -95,7 +95,7 @@ class EmbeddedEngine:
         cache = None if config.uses_batches else DirectCache(sg)
         self.prefill = Prefill(self._st, self.retention, cache)
         self.decode = Decode(self._st, self.retention, BatchDecodeCache(self._st) if cache is None
-                             else DirectDecodeCache(self._st, cache))
+                             else DirectDecodeCache(self._st, cache), self.prefill.admission)
         jumps = JumpPlanner(self._st, self.decode, self.prefill.admission, config.decode_jumps)
         self.faults = FaultInjector(self._st)
         self.model = None  # the tiny model's forward (model_runner.py), when configured
@@ -157,10 +157,13 @@ class EmbeddedEngine:
             2. HiCache acks (check_hicache_events), then kvctl's finished reloads; an idle
                engine's clock jumps to the next arrival or reload (stalls.py)
             3. the batch, chosen as get_next_batch_to_run chooses it: a prefill round, a
-               decode step, or a decode jump of several steps (batches.py)
+               decode step, or a decode jump of several steps (batches.py); a decode step
+               sets or decays new_token_ratio before its prepare_for_decode, as
+               update_running_batch does (decode.py, admission.py `before_decode`)
             4. its forward: the tiny model when one runs, the cost model's clock
             5. its result: first tokens, published chunks, output tokens, finishes
-            6. SGLang's admission bookkeeping: new_token_ratio, batch_is_full (admission.py)
+            6. a request left the running batch: batch_is_full clears, as the next
+               get_next_batch_to_run's filter_batch does (admission.py `after_step`)
             7. a step that ran nothing: retry a rollback or resolve the stall (stalls.py)
 
         A jump (`StepReport.steps` > 1, direct path only) never runs past the next
@@ -179,7 +182,6 @@ class EmbeddedEngine:
         shrunk = self.batches.complete(batch, tokens)
         st.counters.steps += batch.steps
         self.prefill.admission.after_step(
-            batch.decode_steps, batch.decode.retract_ratio,
             shrunk or st.counters.requests_finished != finished_before)
         self.stalls.after_step(batch.ran, start)
         return self._report(start, batch)

@@ -225,7 +225,7 @@ def _replay(path: Path, advice: Recommendation, plan, *, model: str, gpu: str, d
             tp: int, pp: int, tau_high: float, prefill_mfu: float, limit: int | None,
             progress: bool):
     """Run the replay (a progress bar on a TTY); returns kvctl.replay.validate's result."""
-    from kvctl.cli.replay import ProgressBar
+    from kvctl.cli.replay_common import ProgressBar
     from kvctl.replay.engine_setup import Deployment
     from kvctl.replay.validate import validate_with_replay
 

@@ -22,6 +22,7 @@ from engine_adapter.embedded.config import (
     RETENTION_POLICIES,
 )
 from kvctl.cli.device_option import DeviceOption, resolve_device_option
+from kvctl.cli.replay_common import ProgressBar, fmt_seconds
 from kvctl.cli.sched_options import ChunkedPrefillOption, MaxPrefillOption, SchedulePolicyOption
 from kvctl.errors import InputError
 from kvctl.replay.engine_setup import DEFAULT_GPU, DEFAULT_MODEL, Deployment
@@ -317,58 +318,6 @@ def _sweep(base: ReplaySettings, options: list[str], parallel: int, out: Path | 
             console().print(f"[dim]wrote {out}/sweep.json and one folder per run[/]")
 
 
-# ----- progress (TTY only) --------------------------------------------------------------
-
-
-class ProgressBar:
-    """A Rich progress bar on stderr when it is a TTY (never under --json); a no-op
-    elsewhere. On stderr, not stdout: stdout carries the report, and a replay points fd 1 at
-    stderr for its whole loop (kvctl.replay.runner.run). Use as a context manager; `replay`
-    takes the runner's Progress, `runs_done` a sweep's count."""
-
-    def __init__(self, wanted: bool, description: str, total: int | None = None) -> None:
-        from rich.console import Console
-
-        self._console = Console(stderr=True)
-        self.enabled = wanted and self._console.is_terminal
-        self.description = description
-        self.total = total
-        self.bar = None
-        self.task = None
-
-    def __enter__(self) -> ProgressBar:
-        if self.enabled:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn)
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20),
-                                MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
-                                TimeElapsedColumn(), console=self._console, transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task(self.description, total=self.total, detail="")
-        return self
-
-    def replay(self, progress) -> None:
-        if self.bar is not None:
-            detail = f"requests  t={progress.virtual_time_s:,.1f}s  hit {progress.hit_rate:.1%}"
-            self.bar.update(self.task, total=progress.requests_total,
-                            completed=progress.requests_done, detail=detail)
-
-    def runs_done(self, count: int) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=count)
-
-    def runs_state(self, state) -> None:
-        """A Ray sweep's SweepProgress: done and failed complete the bar; running is shown."""
-        if self.bar is not None:
-            self.bar.update(self.task, completed=state.done + state.failed,
-                            detail=f"{state.running} running, {state.failed} failed")
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 # ----- rendering (people) ---------------------------------------------------------------
 
 
@@ -484,7 +433,7 @@ def _sweep_table(rows, title: str, clock: str = "modeled (roofline virtual clock
     for row in rows:
         cells = [str(row.rank), " / ".join(row.params.values()) or row.label,
                  _pct(row.hit_rate, 2), _int(row.evictions), _int(row.retractions),
-                 _sec(row.ttft_p99_s), _pct(row.peak_kv_utilization, 1)]
+                 fmt_seconds(row.ttft_p99_s), _pct(row.peak_kv_utilization, 1)]
         if not pool_swept:
             cells.insert(2, f"{row.pool_tokens:,}")
         if marked:
@@ -509,17 +458,11 @@ def _int(value) -> str:
 
 
 def _p50_p99(stats: dict) -> str:
-    return f"{_sec(stats['p50'])} / {_sec(stats['p99'])}"
+    return f"{fmt_seconds(stats['p50'])} / {fmt_seconds(stats['p99'])}"
 
 
 def _count(value) -> str:
     return "not observable" if value is None else f"{value:,}"
-
-
-def _sec(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.2f} s"
 
 
 def _bytes(value: int) -> str:

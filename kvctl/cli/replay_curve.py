@@ -18,7 +18,7 @@ from kvctl.errors import InputError
 def run_curve(base, out: Path | None, json_output: bool, verify_points: int,
               parallel: int) -> None:
     from kvctl.cli.output import console, print_json, versioned
-    from kvctl.cli.replay import ProgressBar
+    from kvctl.cli.replay_common import ProgressBar
     from kvctl.replay import sweep as sweeps
     from kvctl.replay.curve.document import VerifiedPoint, curve_document, table_rows, verify_sizes
     from kvctl.replay.curve.profile import build_curve

@@ -18,7 +18,7 @@ def against_command(workload: str, url: str, *, speedup: float, limit: int | Non
                     vocab_size: int | None, seed: int | None, deployment, json_output: bool,
                     given: dict, cost_model=None, plugin_url: str | None = None) -> None:
     from kvctl.cli.output import console, print_json, versioned
-    from kvctl.cli.replay import ProgressBar
+    from kvctl.cli.replay_common import ProgressBar
     from kvctl.replay.mooncake import scan_trace
     from kvctl.twin.twin_run import run_twin
 
@@ -75,7 +75,7 @@ def render_twin(doc: dict):
     from rich.text import Text
 
     from kvctl.cli.fit_table import FitTable
-    from kvctl.cli.replay import _sec
+    from kvctl.cli.replay_common import fmt_seconds as _sec
 
     m, p, a = doc["measured"], doc["predicted"], doc["agreement"]
     table = FitTable(title=f"{doc['trace']} against {doc['server']} (arrivals / "

@@ -6,7 +6,10 @@ The shadow runs at rate 1 here (KVCTL_PLUGIN_WHATIF_RATE=1), so it is an exact L
 the server's page stream and the expected values are exact: three 24-token prompts sharing
 a 16-token prefix (page 4), sent one at a time with one output token each, hit 16 tokens
 twice, as SGLang itself reports, at every pool scale (the smallest, 256 tokens, holds
-them all).
+them all). Then traffic that evicts at 1x: CYCLE_PROMPTS distinct 101-token prompts sent
+twice in the same order, a cycle of 400 pages, so that a pool smaller than the cycle (an
+LRU) hits nothing on the second pass and one that holds it hits every matchable page: the
+scales answer differently, in order.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from support.telemetry_fixtures import ExporterProcess
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SCALES = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
+CYCLE_PROMPTS, CYCLE_TOKENS = 16, 101
+# distinct first tokens (k * 101 mod 500), so no two prompts share a page; ids below 512
+CYCLE = [[(k * CYCLE_TOKENS + j) % 500 + 1 for j in range(CYCLE_TOKENS)]
+         for k in range(CYCLE_PROMPTS)]
 
 
 @pytest.fixture(scope="module")
@@ -85,11 +92,49 @@ def test_snapshot_carries_the_whatif_curve_and_its_trust_check(whatif_server):
     assert after["sample_rate"] == 1.0 and after["assumption"] == "LRU"
 
 
-def test_exporter_and_inspect_show_the_whatif_curve(whatif_server):
-    """`kvctl exporter` publishes one kvctl_whatif_hit_ratio per scale and the measured
-    ratio; `kvctl inspect` prints the "2x pool: a% -> b%" line."""
-    whatif_server.generate(list(range(300, 324)))
-    _after(whatif_server.plugin_url, 1)
+@pytest.fixture(scope="module")
+def evicting_traffic(whatif_server):
+    """The cycle sent twice, one prompt at a time: (shadow before, shadow after, replies)."""
+    before = _after(whatif_server.plugin_url, 0)
+    replies = [whatif_server.generate(ids) for _ in range(2) for ids in CYCLE]
+    after = _after(whatif_server.plugin_url, before["requests"] + len(replies))
+    return before, after, replies
+
+
+def test_traffic_that_evicts_at_1x_is_estimated_higher_at_larger_scales(evicting_traffic):
+    """Each prompt is 25 full pages, all matchable ((101 - 1) // 4), and between its two
+    uses the 15 others insert 375 pages: a scale of at least 400 pages (the cycle) hits all
+    16 x 100 tokens on the second pass, a smaller one none (no scale falls between 375 and
+    400 pages, where part of a prompt would survive). So the estimates differ by scale,
+    never decrease with it, and 1x (256 pages) hits nothing, as SGLang itself reports."""
+    before, after, replies = evicting_traffic
+    pages = CYCLE_TOKENS // PAGE
+    assert (CYCLE_TOKENS - 1) // PAGE == pages  # every full page is matchable
+    cycle = CYCLE_PROMPTS * pages
+    sizes = [scale * after["pool"] / PAGE for scale in SCALES]
+    assert not any(cycle - pages < size < cycle for size in sizes), sizes
+    expected = [CYCLE_PROMPTS * pages * PAGE if size >= cycle else 0 for size in sizes]
+    gained = [b - a for a, b in zip(_hit_tokens(before), _hit_tokens(after))]
+    assert gained == pytest.approx(expected, abs=1e-6), (sizes, gained)
+    assert all(a <= b for a, b in zip(gained, gained[1:])), gained
+    assert gained[0] < gained[-1], gained
+    reported = sum(r["meta_info"]["cached_tokens"] for r in replies)
+    assert reported == gained[SCALES.index(1.0)] == 0  # the server evicts as its 1x does
+
+
+def _number(text: str, prefix: str) -> float:
+    """The value of the exposition line that starts with `prefix`."""
+    (line,) = [l for l in text.splitlines() if l.startswith(prefix)]
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_exporter_and_inspect_show_the_whatif_curve(whatif_server, evicting_traffic):
+    """`kvctl exporter` publishes kvctl_whatif_hit_ratio{pool_scale} with the plugin's own
+    estimate at each scale (they differ after the evicting traffic, growing with the scale)
+    and the measured ratio; `kvctl inspect` prints "2x pool: a% -> b%" with the plugin's 1x
+    and 2x estimates."""
+    curve = _after(whatif_server.plugin_url, evicting_traffic[1]["requests"])
+    rates = [p["hit_rate"] for p in curve["points"]]
     with ExporterProcess("--url", whatif_server.url, "--plugin-url", whatif_server.plugin_url,
                          "--interval", "0.5") as exporter:
         deadline, lines = time.monotonic() + 60, []
@@ -99,9 +144,13 @@ def test_exporter_and_inspect_show_the_whatif_curve(whatif_server):
             lines = [l for l in text.splitlines() if l.startswith("kvctl_whatif_hit_ratio{")]
             time.sleep(0.5)
     assert exporter.returncode == 0, exporter.stderr
-    scales = sorted(float(l.split('pool_scale="')[1].split('"')[0]) for l in lines)
-    assert scales == SCALES
-    assert any(l.startswith("kvctl_whatif_measured_hit_ratio") for l in text.splitlines())
+    exported = [_number(text, f'kvctl_whatif_hit_ratio{{pool_scale="{scale:g}"}}')
+                for scale in SCALES]
+    assert exported == pytest.approx(rates, rel=1e-9), (exported, rates)
+    assert all(a <= b for a, b in zip(exported, exported[1:])) and exported[0] < exported[-1]
+    assert _number(text, "kvctl_whatif_measured_hit_ratio ") == pytest.approx(
+        curve["measured_hit_rate"], rel=1e-9)
     shown = kvctl("inspect", "--url", whatif_server.url, "--plugin-url", whatif_server.plugin_url)
     assert shown.returncode == 0, shown.stderr
-    assert "2x pool: " in shown.stdout and " -> " in shown.stdout
+    one, two = rates[SCALES.index(1.0)], rates[SCALES.index(2.0)]
+    assert f"2x pool: {one:.1%} -> {two:.1%} " in shown.stdout, shown.stdout

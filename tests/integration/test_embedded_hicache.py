@@ -97,8 +97,17 @@ def test_in_flight_load_back_locks_reconcile_as_leases():
     engine.submit(RequestSpec(rid="again", tokens=np.arange(1, PROMPT + 1), max_new_tokens=50,
                               arrival_s=engine.clock_s + 1.0))
     tree = engine.sglang_components().tree_cache
-    while not tree.ongoing_load_back:
+    # The engine is idle and "again" is its only request: one step may only jump the clock
+    # to its arrival (stalls.py) and the next runs its prefill round, which finds its prefix
+    # on host and issues the load-back (engine.step's order; today both happen in one step).
+    steps = 2
+    for _ in range(steps):
         engine.step()
+        if tree.ongoing_load_back:
+            break
+    else:
+        pytest.fail(f"no load-back in flight after {steps} steps (an idle jump and a prefill "
+                    f"round): clock {engine.clock_s:.3f} s, has_work {engine.has_work()}")
     snap = engine.check_integrity()  # raises on a protected-token mismatch
     assert snap.refs.delta_protected_tokens == 0
     assert snap.hicache.pending_loads == 1

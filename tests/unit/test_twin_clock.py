@@ -8,6 +8,8 @@ tests/e2e/test_e2e_twin.py); the fitter is the real one.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from engine_adapter.embedded.step_cost import StepCostModel
@@ -110,7 +112,8 @@ def test_fitted_note_carries_the_fit_figures():
 
 def test_step_time_sums_the_steps_and_measures_their_span():
     """Steps ending at 1.0, 1.5, 2.5 s lasting 0.5, 0.5, 1.0 s: 2.0 s of step time in a
-    2.0 s span (no gap); ending at 1, 2, 3 s lasting 0.5 s each: 1.5 s in 2.5 s (gaps)."""
+    2.0 s span (no gap); ending at 1, 2, 3 s lasting 0.5 s each: 1.5 s in 2.5 s (gaps). The
+    clock's summary reports the drive's steps so, rounded to the millisecond."""
     from kvctl.twin.clock import step_time
     from unit.test_calibrate_fit import _sample
     from engine_adapter.step_samples import StepShape
@@ -123,9 +126,12 @@ def test_step_time_sums_the_steps_and_measures_their_span():
     assert step_time(steps([1.0, 1.5, 2.5], [0.5, 0.5, 1.0])) == (2.0, 2.0)
     assert step_time(steps([1.0, 2.0, 3.0], [0.5, 0.5, 0.5])) == (1.5, 2.5)
     assert step_time([]) == (0.0, 0.0)
-    clock = decide(None, _finished(_Steps(_samples(TRUTH))), None)
-    assert (clock.summary()["steps_s"], clock.summary()["span_s"]) == (
-        round(clock.steps_s, 3), round(clock.span_s, 3))
+    # decide() through summary(), against the samples it was given: _sample ends step i at
+    # i s, so 36 steps span from the first one's start (0 s minus its wall time) to 35 s
+    samples = _samples(TRUTH)
+    summary = decide(None, _finished(_Steps(samples)), None).summary()
+    assert summary["steps_s"] == round(math.fsum(s.wall_s for s in samples), 3)
+    assert summary["span_s"] == round(len(samples) - 1 + samples[0].wall_s, 3)
 
 
 def test_an_advertised_plugin_missing_is_the_roofline_a_given_one_is_an_error():

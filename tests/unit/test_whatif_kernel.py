@@ -1,10 +1,14 @@
 """The what-if shadow's compiled sample and batched fold (engine_adapter/instrument/
 whatif_kernel.py) against the numpy form they replaced, kept here as the reference, applied
 to each request at once: the same hits, the same sampled weight and the same mini-cache
-contents in the same LRU order, bit for bit, whether folded per request or in batches."""
+contents in the same LRU order, bit for bit, whether folded per request or in batches.
+That reference shares the shadow's helpers (PrefixHasher, MiniCaches), so an oracle written
+from the definitions alone (_OracleShadow: plain-Python keys, sampling and LRUs) checks the
+served curve too."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +129,126 @@ def test_buffered_token_ids_are_bounded(monkeypatch):
         each.flush()
     assert pending == [(1, 600), (0, 0), (1, 600)]
     assert bounded.curve() == each.curve()
+
+
+# ----- an oracle written from the definitions, sharing no code with the shadow -----------
+# whatif.py's module docstring and whatif_kernel.py's arithmetic table, in plain Python
+# ints and one OrderedDict per scale: no PrefixHasher, no sampling kernel, no MiniCaches.
+
+_M64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    """splitmix64's finalizer (Steele, Lea, Flood 2014)."""
+    z = (x + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+class _OracleShadow:
+    """What the shadow estimates, from its definition: page k's key is the salted hash of
+    the prompt's first (k + 1) P tokens, sum t_j B^j mod 2^64 with B = salt | 1, top bit
+    clear; the first `full_depth` pages are sampled with weight 1, a deeper one when
+    splitmix64(key ^ salt)'s low 24 bits are under rate x 2^24, weight 1 / rate. Per scale,
+    an LRU holding sampled pages up to a weight of scale x pool pages: a request first
+    counts, page by page in order, the matchable (k < floor((S-1)/P)) sampled pages it
+    finds until the first it does not (nothing moves), then touches its output pages
+    (fresh keys, every 1/rate-th, deepest first) and its sampled pages deepest first; a
+    new key goes in at the recent end and the least recent leave while the weight held
+    exceeds the capacity."""
+
+    def __init__(self, *, pool_tokens: int, page_size: int, rate: float, full_depth: int,
+                 salt: int, scales) -> None:
+        self.page, self.rate, self.full_depth, self.salt = page_size, rate, full_depth, salt
+        self.base = salt | 1
+        self.threshold = int(rate * (1 << 24))
+        self.stride = max(round(1 / rate), 1)
+        self.capacity = [s * pool_tokens / page_size for s in scales]
+        self.lru = [OrderedDict() for _ in scales]  # key -> weight, least recent first
+        self.held = [0.0] * len(scales)  # the weight each LRU holds
+        self.hits = [0.0] * len(scales)
+        self.fresh = 0
+        self.prompt_tokens = self.matchable_pages = 0
+        self.sampled_weight = 0.0
+
+    def _pages(self, tokens) -> list[tuple[int, float, int]]:
+        """(key, weight, page index) of the sampled prompt pages, shallowest first."""
+        sampled, h, power = [], 0, 1
+        for k in range(len(tokens) // self.page):
+            for t in tokens[k * self.page:(k + 1) * self.page]:
+                h = (h + int(t) * power) & _M64
+                power = (power * self.base) & _M64
+            key = h & ((1 << 63) - 1)
+            if k < self.full_depth:
+                sampled.append((key, 1.0, k))
+            elif _splitmix64(key ^ self.salt) & ((1 << 24) - 1) < self.threshold:
+                sampled.append((key, 1.0 / self.rate, k))
+        return sampled
+
+    def observe(self, tokens, output_tokens: int) -> None:
+        prompt, page = len(tokens), self.page
+        matchable = (prompt - 1) // page
+        self.prompt_tokens += prompt
+        self.matchable_pages += matchable
+        sampled = self._pages(tokens)
+        counted = [weight if k < matchable else 0.0 for _, weight, k in sampled]
+        self.sampled_weight += sum(counted)
+        extra = max((prompt + output_tokens - 1) // page - prompt // page, 0)
+        numbers = [n for n in range(self.fresh, self.fresh + extra) if n % self.stride == 0]
+        self.fresh += extra
+        inserts = [(n | (1 << 63), float(self.stride)) for n in reversed(numbers)]
+        inserts += [(key, weight) for key, weight, _ in reversed(sampled)]
+        for c, lru in enumerate(self.lru):
+            for (key, _, _), weight in zip(sampled, counted):
+                if key not in lru:
+                    break
+                self.hits[c] += weight
+            for key, weight in inserts:
+                if key in lru:
+                    lru.move_to_end(key)
+                    continue
+                lru[key] = weight
+                self.held[c] += weight
+                while self.held[c] > self.capacity[c]:
+                    self.held[c] -= lru.popitem(last=False)[1]
+
+    def hit_rates(self) -> list[float]:
+        cacheable = self.matchable_pages * self.page / self.prompt_tokens
+        return [h / self.sampled_weight * cacheable for h in self.hits]
+
+
+def _reuse_workload() -> list[tuple[np.ndarray, int]]:
+    """300 (prompt, output tokens): each prompt a cut of one of 12 shared prefixes (64 to
+    1,023 tokens, picked Zipf-like: a few hot, most cold) and a private suffix (1 to 199
+    tokens), outputs of 0 to 63 tokens (seeded)."""
+    rng = np.random.default_rng(7)
+    prefixes = [rng.integers(1, 30_000, size=int(n)) for n in rng.integers(64, 1024, size=12)]
+    requests = []
+    for _ in range(300):
+        family = prefixes[min(int(rng.zipf(1.5)) - 1, len(prefixes) - 1)]
+        head = family[: int(rng.integers(len(family) // 2, len(family) + 1))]
+        suffix = rng.integers(1, 30_000, size=int(rng.integers(1, 200)))
+        requests.append((np.concatenate((head, suffix)), int(rng.integers(0, 64))))
+    return requests
+
+
+@pytest.mark.parametrize(("rate", "full_depth"), [(1.0, 32), (0.25, 4)])
+def test_the_shadow_agrees_with_an_oracle_written_from_its_definition(rate, full_depth):
+    """A reuse workload (_reuse_workload, page 16) on a 2,000-token pool: the curve the
+    shadow serves equals the oracle's hit rate at every scale, and the scales differ (0.25x
+    holds 31 pages, 8x 1,000). At rate 0.25, past the first 4 pages, about a quarter of the
+    pages are sampled, each standing for 4."""
+    scales = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+    shadow = WhatIfShadow(pool_tokens=2000, page_size=16, rate=rate, seed=11,
+                          full_depth_pages=full_depth, scales=scales)
+    oracle = _OracleShadow(pool_tokens=2000, page_size=16, rate=rate, full_depth=full_depth,
+                           salt=11, scales=scales)
+    for tokens, output in _reuse_workload():
+        shadow.observe_tokens(tokens, output_tokens=output)
+        oracle.observe(tokens, output)
+    expected = oracle.hit_rates()
+    assert len(set(expected)) == len(scales), expected  # the workload tells them apart
+    curve = shadow.curve()
+    assert not any(p.capped for p in curve.points)
+    assert [p.hit_rate for p in curve.points] == pytest.approx(expected, rel=1e-12)
