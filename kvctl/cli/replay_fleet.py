@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvctl.cli.replay_common import ProgressBar
+from kvctl.cli.replay_common import fmt_seconds as _sec
 from kvctl.errors import InputError
 
 
@@ -33,8 +35,9 @@ def run_fleet_command(base, *, replicas: int | None, router: str | None, options
     if out is not None:
         raise InputError("--out with a fleet replay writes the sweep's plot: give --sweep")
     prepared = prepare_fleet(base, fleet)
-    with _Bar(not json_output, f"fleet x{fleet.replicas}") as bar:
-        result = run_fleet(prepared, on_progress=bar.update)
+    total = prepared.replica.driver.total_hint()
+    with ProgressBar(not json_output, f"fleet x{fleet.replicas}: routed", total=total) as bar:
+        result = run_fleet(prepared, on_progress=lambda done, _total, _t: bar.runs_done(done))
     document = versioned(result.to_dict())
     if json_output:
         print_json(document)
@@ -42,47 +45,8 @@ def run_fleet_command(base, *, replicas: int | None, router: str | None, options
         console().print(render_fleet(document))
 
 
-class _Bar:
-    """A Rich progress bar on stderr when it is a TTY; a no-op elsewhere."""
-
-    def __init__(self, wanted: bool, description: str) -> None:
-        from rich.console import Console
-
-        self._console = Console(stderr=True)
-        self.enabled = wanted and self._console.is_terminal
-        self.description = description
-        self.bar = self.task = None
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
-                TimeElapsedColumn
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=20),
-                                MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
-                                TimeElapsedColumn(), console=self._console, transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task(self.description, total=None, detail="")
-        return self
-
-    def update(self, done: int, total: int | None, t: float) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, total=total, completed=done,
-                            detail=f"routed  t={t:,.1f}s")
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 def _pct(value) -> str:
     return "-" if value is None else f"{value:.2%}"
-
-
-def _sec(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def _ratio(value) -> str:

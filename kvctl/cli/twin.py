@@ -146,9 +146,9 @@ def fleet_against_command(workload: str, url: str, *, router: str, options: dict
     options = {k: v for k, v in options.items() if v is not None}
     form = options.pop("request_text", None) or "text"
     total = scan_trace(workload, limit=limit).requests
-    from kvctl.cli.replay_fleet import _Bar
+    from kvctl.cli.replay_common import ProgressBar
 
-    with _Bar(not json_output, "fleet answered") as bar:
+    with ProgressBar(not json_output, "fleet answered", total=total) as bar:
         document = run_fleet_twin(
             workload, url, router=router, router_options=options, workers=workers,
             form=form, speedup=speedup, limit=limit, vocab_size=vocab_size, seed=seed or 0,
@@ -167,7 +167,7 @@ def render_fleet_twin(doc: dict):
     from rich.text import Text
 
     from kvctl.cli.fit_table import FitTable
-    from kvctl.cli.replay_fleet import _sec
+    from kvctl.cli.replay_common import fmt_seconds as _sec
 
     a = doc["agreement"]
     router = doc["router"]

@@ -92,10 +92,13 @@ class FleetLoop:
 
     # ---- the loop ----------------------------------------------------------------------
 
-    def run(self, arrivals: Iterable[tuple[RouteRequest, object]]) -> list[Outcome]:
-        """Route and serve every (request, RequestSpec) in arrival order; returns outcomes
-        in completion order."""
-        for request, spec in arrivals:
+    def run(self, arrivals: Iterable[tuple]) -> list[Outcome]:
+        """Route and serve every (request, RequestSpec[, refused]) in arrival order; returns
+        outcomes in completion order. `refused`: why the picked replica's server refuses the
+        request at its door (the router routed it all the same: its counter moved, its tree
+        learnt the text), or None; a refused request never reaches the engine."""
+        for request, spec, *rest in arrivals:
+            refused = rest[0] if rest else None
             t = request.arrival_s
             self._advance(t)
             self._complete_until(t)
@@ -106,6 +109,9 @@ class FleetLoop:
                                    f"{len(self.engines)}")
             self._inflight[j] += 1
             self._arrivals[spec.rid] = (j, t, request.prompt_tokens)
+            if refused is not None:  # the server answers an error at once
+                self._refused(j, spec.rid, t, refused)
+                continue
             self.engines[j].submit(spec)
             self.routed += 1
             if self.on_progress is not None:
@@ -164,6 +170,14 @@ class FleetLoop:
         self._seq += 1
         heapq.heappush(self._completions, (max(record.finish_s, arrival), self._seq, i,
                                            record.rid))
+
+    def _refused(self, i: int, rid: str, t: float, reason: str) -> None:
+        _, arrival, prompt = self._arrivals.pop(rid)
+        self.outcomes.append(Outcome(rid=rid, replica=i, arrival_s=arrival,
+                                     prompt_tokens=prompt, rejected=reason, finish_s=t))
+        self._seq += 1
+        heapq.heappush(self._completions, (t, self._seq, i, rid))
+        self.routed += 1
 
     def _complete_until(self, t: float) -> None:
         heap = self._completions

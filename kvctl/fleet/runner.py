@@ -93,15 +93,17 @@ def prepare_fleet(settings: ReplaySettings, fleet: FleetSettings) -> PreparedFle
 
 
 def run_fleet(prepared: PreparedFleet, *,
-              on_progress: Callable[[int, int | None, float], None] | None = None
-              ) -> FleetResult:
-    """Replay the trace through the fleet (and, with regret, through the oracle fleet)."""
+              on_progress: Callable[[int, int | None, float], None] | None = None,
+              refuse: Callable[[object], str | None] | None = None) -> FleetResult:
+    """Replay the trace through the fleet (and, with regret, through the oracle fleet).
+    refuse(record): why a real server refuses that trace line at its door (the twin's server
+    rule), None to serve it; the router still routes a refused line (FleetLoop.run)."""
     started = time.monotonic()
     fleet = prepared.fleet
-    outcomes, steps, evicted = _one_fleet(prepared, fleet.router, on_progress)
+    outcomes, steps, evicted = _one_fleet(prepared, fleet.router, on_progress, refuse)
     oracle = None
     if fleet.regret and fleet.router != "oracle":
-        oracle, _, _ = _one_fleet(prepared, "oracle", None)
+        oracle, _, _ = _one_fleet(prepared, "oracle", None, refuse)
     elif fleet.regret:
         oracle = outcomes
     figs = figures(outcomes, fleet.replicas, oracle)
@@ -120,7 +122,7 @@ def _seed(prepared: PreparedFleet) -> int:
     return int(prepared.settings.seed or 0)
 
 
-def _one_fleet(prepared: PreparedFleet, router: str, on_progress):
+def _one_fleet(prepared: PreparedFleet, router: str, on_progress, refuse=None):
     from engine_adapter.embedded import sglang_imports
     from engine_adapter.embedded.engine import EmbeddedEngine
     from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
@@ -151,10 +153,11 @@ def _one_fleet(prepared: PreparedFleet, router: str, on_progress):
         def arrivals():
             for record in iter_records(settings.workload, limit=settings.limit):
                 spec = to_spec(record)
+                refused = refuse(record) if refuse is not None else None
                 if not policy.reads_text:
                     yield RouteRequest(rid=spec.rid, key=_NO_KEY, tokens=spec.tokens,
                                        prompt_tokens=record.input_length,
-                                       arrival_s=spec.arrival_s), spec
+                                       arrival_s=spec.arrival_s), spec, refused
                     continue
                 render = keys.get(record.block_tokens)
                 if render is None:
@@ -163,7 +166,7 @@ def _one_fleet(prepared: PreparedFleet, router: str, on_progress):
                 yield RouteRequest(rid=spec.rid, key=render.key(record.hash_ids,
                                                                 record.input_length),
                                    tokens=spec.tokens, prompt_tokens=record.input_length,
-                                   arrival_s=spec.arrival_s), spec
+                                   arrival_s=spec.arrival_s), spec, refused
 
         with stdout_to_stderr():
             outcomes = loop.run(arrivals())

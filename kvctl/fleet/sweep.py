@@ -166,6 +166,7 @@ def render_sweep(ranked: list[dict], axes: dict):
 
     from kvctl.cli.fit_table import FitTable
     from kvctl.cli.glossary_terms import FOOTER
+    from kvctl.cli.replay_common import fmt_seconds
 
     table = FitTable(title=f"fleet sweep over {' x '.join(axes)}, ranked by fleet hit rate",
                      title_justify="left", box=box.SIMPLE_HEAD, key_columns=2,
@@ -176,12 +177,7 @@ def render_sweep(ranked: list[dict], axes: dict):
     for r in ranked:
         table.add_row(str(r["rank"]), " / ".join(r["params"].values()),
                       "-" if r["hit_rate"] is None else f"{r['hit_rate']:.2%}",
-                      _sec(r["ttft_p99_s"]), _sec(r["e2e_p99_s"]),
+                      fmt_seconds(r["ttft_p99_s"]), fmt_seconds(r["e2e_p99_s"]),
                       "-" if r["imbalance"] is None else f"{r['imbalance']:.2f}")
     return table
 
-
-def _sec(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"

@@ -32,12 +32,12 @@ BASE = 0x4E00  # CJK Unified Ideographs: 20,992 single-code-point characters fro
 UNKNOWN_ID = 0
 
 
-def _vocab_size(vocab_size: int | None) -> int:
-    if vocab_size is None:
-        from kvctl.sandbox.files import VOCAB
+# The sandbox model's vocabulary (files.py TINY_CONFIG; a unit test keeps the two equal).
+SANDBOX_VOCAB = 512
 
-        return VOCAB
-    return vocab_size
+
+def _vocab_size(vocab_size: int | None) -> int:
+    return SANDBOX_VOCAB if vocab_size is None else vocab_size
 
 
 def render(ids: Iterable[int], vocab_size: int | None = None) -> str:

@@ -230,18 +230,21 @@ def _predict(records, profile, options, speedup, deployment, seed, clock: TwinCl
     from kvctl.fleet.runner import FleetSettings, prepare_fleet, run_fleet
     from kvctl.replay.runner import ReplaySettings
 
-    kept = [r for r in records if profile.rejects(r.input_length, r.output_length) is None]
-    if not kept:
+    # every line goes to the router (a refused one moves its counter and its tree, as the
+    # real router's does); the replica refuses, at its door, what the server's rule refuses
+    if all(profile.rejects(r.input_length, r.output_length) for r in records):
         return None, {}
+    by_line = {i: r for i, r in enumerate(records, start=1)}
     with tempfile.TemporaryDirectory(prefix="kvctl-fleet-twin-") as folder:
         path = Path(folder) / "twin.jsonl"
-        _write_trace(path, kept, speedup)
+        _write_trace(path, records, speedup)
         settings = ReplaySettings(workload=str(path), deployment=deployment, seed=seed,
                                   label="fleet twin", cost_model=clock.model, **options)
         fleet = FleetSettings(replicas=replicas, router=router, router_options=router_options,
                               vocab_size=profile.vocab_size, key_seed=seed)
-        result = run_fleet(prepare_fleet(settings, fleet))
-    lines = {f"mc-{i}": record.line for i, record in enumerate(kept, start=1)}
+        result = run_fleet(prepare_fleet(settings, fleet), refuse=lambda written: (
+            profile.rejects(written.input_length, written.output_length)))
+    lines = {f"mc-{i}": record.line for i, record in by_line.items()}
     return result, lines
 
 
@@ -336,7 +339,10 @@ def _document(trace, router_url, profiles, result, worker_of, prediction, clock,
         },
         "errors": [{"line": m.line, "error": m.error} for m in errors],
         "rejected": {"measured": [{"line": m.line, "reason": m.rejected} for m in measured_all
-                                  if m.rejected is not None]},
+                                  if m.rejected is not None],
+                     "predicted": ([{"line": lines[o.rid], "reason": o.rejected}
+                                    for o in fleet_result.outcomes if o.rejected is not None]
+                                   if fleet_result is not None else [])},
         "clock": clock.summary(),
         "notes": notes,
     }

@@ -118,3 +118,23 @@ def test_every_request_once_loads_back_to_zero_and_the_run_repeats(router):
         runs.append([(o.rid, o.replica, o.hit_tokens, o.ttft_s) for o in outcomes])
     assert runs[0] == runs[1]
     assert len({replica for _, replica, _, _ in runs[0]}) > 1  # the fleet was used
+
+
+def test_a_refused_request_is_routed_and_moves_the_round_robin_counter():
+    """sglang-router routes a request before the worker refuses it, so its round-robin
+    counter moves for it: with every third line refused, replicas still alternate in
+    arrival order (line i -> replica (i - 1) % 2), and the refused lines never run."""
+    engines, loop = build(2, "round_robin")
+
+    def refusing():
+        for i, (request, spec) in enumerate(arrivals(), start=1):
+            yield request, spec, ("too long" if i % 3 == 0 else None)
+
+    outcomes = {o.rid: o for o in loop.run(refusing())}
+    for i in range(1, LIMIT + 1):
+        o = outcomes[f"mc-{i}"]
+        assert o.replica == (i - 1) % 2
+        assert (o.rejected == "too long") == (i % 3 == 0)
+    submitted = sum(e.internal_state().counters.requests_submitted for e in engines)
+    assert submitted == LIMIT - LIMIT // 3
+    assert loop.loads() == [0, 0]

@@ -31,12 +31,12 @@ def _sandbox(*args: str):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--replicas", "0"], f"--replicas must be between 1 and {MAX_REPLICAS}"),
-    (["--replicas", "-1"], "--replicas must not be negative"),  # kvctl's CLI guard
+    (["--replicas", "0"], "--replicas must be positive, got 0"),  # kvctl's CLI guard
+    (["--replicas", "-1"], "--replicas must be positive, got -1"),  # kvctl's CLI guard
     (["--replicas", str(MAX_REPLICAS + 1)], f"--replicas must be between 1 and {MAX_REPLICAS}"),
     (["--replicas", "2", "--router", "least_loaded"],
      "--router 'least_loaded' is not a policy of SGLang's router"),
-    (["--replicas", "2", "--cache-threshold", "1.5"], "--cache-threshold must be between 0 and 1"),
+    (["--replicas", "2", "--cache-threshold", "1.5"], "--cache-threshold must be in [0, 1]"),
     (["--replicas", "2", "--cache-threshold", "-0.1"], "--cache-threshold must not be negative"),
     (["--replicas", "2", "--cache-threshold", "nan"], "--cache-threshold must be a finite"),
     (["--replicas", "2", "--balance-abs-threshold", "-1"],

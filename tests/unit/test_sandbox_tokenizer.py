@@ -61,3 +61,10 @@ def test_write_model_puts_the_tokenizer_next_to_config_json(tmp_path):
 
     loaded = Tokenizer.from_file(str(model / "tokenizer.json"))
     assert loaded.encode(tok.render([9, 8, 7])).ids == [9, 8, 7]
+
+
+def test_the_default_vocabulary_is_the_sandbox_models():
+    from kvctl.sandbox.files import VOCAB
+    from kvctl.sandbox.tokenizer import SANDBOX_VOCAB
+
+    assert SANDBOX_VOCAB == VOCAB
