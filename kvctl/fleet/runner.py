@@ -141,12 +141,12 @@ def _one_fleet(prepared: PreparedFleet, router: str, on_progress, refuse=None):
     try:
         engines = [EmbeddedEngine(config) for _ in range(fleet.replicas)]
         total = prepared.replica.driver.total_hint()
-        progress = None
-        if on_progress is not None:
-            def progress(done: int, t: float) -> None:
-                if done % 50 == 0 or done == total:
-                    on_progress(done, total, t)
-        loop = FleetLoop(engines, policy, page_size=config.page_size, on_progress=progress)
+        def progress(done: int, t: float) -> None:
+            if done % 50 == 0 or done == total:
+                on_progress(done, total, t)
+
+        loop = FleetLoop(engines, policy, page_size=config.page_size,
+                         on_progress=progress if on_progress is not None else None)
         keys: dict[int, RouterKeys] = {}  # by the trace's block size
         settings = prepared.settings
 

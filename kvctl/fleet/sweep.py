@@ -17,7 +17,7 @@ from pathlib import Path
 from kvctl.errors import InputError
 from kvctl.fleet.runner import MAX_REPLICAS, FleetSettings, prepare_fleet, run_fleet
 from kvctl.fleet.routers.registry import check_policy
-from kvctl.replay.sweep import SWEEP_KEYS
+from kvctl.replay.sweep import SWEEP_KEYS, parse_sweeps
 
 FLEET_KEYS = ("replicas", "router")
 
@@ -31,22 +31,9 @@ class FleetPoint:
 
 
 def parse(options: list[str]) -> dict[str, list[str]]:
-    axes: dict[str, list[str]] = {}
-    for option in options:
-        key, sep, values = option.partition("=")
-        key = key.strip().replace("_", "-")
-        if not sep or (key not in FLEET_KEYS and key not in SWEEP_KEYS):
-            raise InputError(f"--sweep {option!r}: expected KEY=V1,V2 with KEY one of "
-                             f"{', '.join((*FLEET_KEYS, *SWEEP_KEYS))}")
-        if key in axes:
-            raise InputError(f"--sweep {key} given twice; list all its values in one option")
-        items = [v.strip() for v in values.split(",") if v.strip()]
-        if not items:
-            raise InputError(f"--sweep {key}: no values")
-        for item in items:
-            _value(key, item)
-        axes[key] = items
-    return axes
+    """The single-server sweep keys (kvctl/replay/sweep.py) plus replicas and router."""
+    return parse_sweeps(options, extra={k: (lambda item, k=k: _value(k, item))
+                                        for k in FLEET_KEYS})
 
 
 def _value(key: str, item: str):

@@ -77,22 +77,26 @@ class RunOutcome:
     failure: str | None = None
 
 
-def parse_sweeps(options: Sequence[str]) -> dict[str, list[str]]:
+def parse_sweeps(options: Sequence[str],
+                 extra: dict[str, Callable[[str], object]] | None = None) -> dict[str, list[str]]:
     """`["eviction=lru,lfu", "pool-tokens=1,2"]` -> {"eviction": [...], ...}, in order.
-    Raises InputError for an unknown key, a repeated key, an empty or unparsable value."""
+    Raises InputError for an unknown key, a repeated key, an empty or unparsable value.
+    extra: more keys and their checkers (a fleet sweep's replicas and router), each raising
+    InputError (or ValueError) on a bad value."""
+    keys = {k: parser for k, (_field, parser) in SWEEP_KEYS.items()} | dict(extra or {})
     axes: dict[str, list[str]] = {}
     for option in options:
         key, sep, values = option.partition("=")
         key = key.strip().replace("_", "-")
-        if not sep or key not in SWEEP_KEYS:
+        if not sep or key not in keys:
             raise InputError(f"--sweep {option!r}: expected KEY=V1,V2 with KEY one of "
-                             f"{', '.join(SWEEP_KEYS)}")
+                             f"{', '.join(keys)}")
         if key in axes:
             raise InputError(f"--sweep {key} given twice; list all its values in one option")
         items = [v.strip() for v in values.split(",") if v.strip()]
         if not items:
             raise InputError(f"--sweep {key}: no values")
-        parser = SWEEP_KEYS[key][1]
+        parser = keys[key]
         for item in items:
             try:
                 parser(item)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.sandbox_proc import kill_group, read_line
 from e2e.sglang_server import ROOT, skip_reason
 from kvctl.sandbox.served import ServedBy, new_rid
 from kvctl.sandbox.tokenizer import render
@@ -69,21 +70,8 @@ def _requests_total(worker: str) -> float:
     return sum(float(v) for v in found)
 
 
-def _read_line(stream, timeout_s: float) -> str:
-    got: list[str] = []
-    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout_s)
-    return got[0] if got else ""
 
 
-def _kill_group(pid: int | None) -> None:
-    if pid is None:
-        return
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +90,7 @@ def fleet():
         preexec_fn=sigint_default)
     doc: dict = {}
     try:
-        line = _read_line(proc.stdout, READY_S)
+        line = read_line(proc.stdout, READY_S)
         assert line, f"no ready line in {READY_S} s; stderr: " + (
             proc.stderr.read() if proc.poll() is not None else "(still running)")
         doc = json.loads(line)
@@ -116,7 +104,7 @@ def fleet():
                 proc.kill()
                 proc.wait(30)
         for pid in [doc.get("router", {}).get("pid")] + [w["pid"] for w in doc.get("workers", [])]:
-            _kill_group(pid)  # kvctl, killed, could not stop them
+            kill_group(pid)  # kvctl, killed, could not stop them
 
 
 def test_ready_line_names_the_router_its_options_and_every_worker(fleet):

@@ -17,13 +17,13 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from e2e.sandbox_proc import kill_group, read_line
 from e2e.sglang_server import ROOT, skip_reason
 from support.signals import sigint_default
 
@@ -35,23 +35,8 @@ def _get(url: str) -> tuple[int, dict]:
         return reply.status, json.loads(reply.read())
 
 
-def _read_line(stream, timeout_s: float) -> str:
-    """The first line of `stream`, or "" after `timeout_s` (the sandbox never came up)."""
-    got: list[str] = []
-    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout_s)
-    return got[0] if got else ""
 
 
-def _kill_group(pid: int | None) -> None:
-    """SIGKILL the sandbox server's process group (it runs in its own session)."""
-    if pid is None:
-        return
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.fixture
@@ -69,7 +54,7 @@ def test_sandbox_json_port_0_serves_then_stops_cleanly_on_sigint(need_server):
                             preexec_fn=sigint_default)
     doc: dict = {}
     try:
-        line = _read_line(proc.stdout, 480)
+        line = read_line(proc.stdout, 480)
         assert line, f"no ready line; stderr: {proc.stderr.read() if proc.poll() else ''}"
         doc = json.loads(line)
         assert doc["url"].startswith("http://127.0.0.1:") and doc["kv_events"].startswith("tcp://")
@@ -85,7 +70,7 @@ def test_sandbox_json_port_0_serves_then_stops_cleanly_on_sigint(need_server):
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
-            _kill_group(doc.get("pid"))  # kvctl, killed, could not stop its server
+            kill_group(doc.get("pid"))  # kvctl, killed, could not stop its server
     assert proc.returncode == 0, err
     assert out == ""  # the ready line was the only one
     server_pid = doc["pid"]
