@@ -134,7 +134,14 @@ def _source(*, scenario, trace, urls, kv_events, plugin_urls, plugin_token, pace
     (with its kvctl plugin when there is one), or a fleet of them (the aggregate). Bad input
     fails here, before anything runs."""
     if urls:
-        if len(urls) == 1:
+        from engine_adapter.remote.router_workers import expand
+
+        given = len(urls)
+        urls, routers = expand(urls)  # a router's URL stands for its workers
+        if routers and (kv_events or plugin_urls):
+            raise InputError("--kv-events and --plugin-url go per worker --url; behind a "
+                             "router each worker's come from its /server_info")
+        if len(urls) == 1 and given == 1 and not routers:
             from engine_adapter.remote.remote_engine import RemoteEngine
 
             if len(plugin_urls) > 1:

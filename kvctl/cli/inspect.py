@@ -87,7 +87,12 @@ def inspect_command(
     salt = cache_salt if cache_salt is not None else (prompt or {}).get("cache_salt")
 
     from engine_adapter.remote.fleet import Fleet
+    from engine_adapter.remote.router_workers import expand
 
+    url, routers = expand(url, timeout_s=timeout)  # a router's URL: its workers
+    if routers and (kv_events or plugin_url):
+        raise InputError("--kv-events and --plugin-url go per worker --url; behind a router "
+                         "each worker's come from its /server_info")
     fleet = Fleet(url, kv_events=kv_events or (), plugin_urls=plugin_url or (),
                   plugin_token=plugin_token, timeout_s=timeout)
     try:
@@ -107,9 +112,13 @@ def inspect_command(
     finally:
         fleet.close()
     document = build_document(result, route)
+    if routers:
+        document["routers"] = routers
     if json_out:
         print_json(document)
     else:
+        if routers:
+            console().print(f"router {', '.join(routers)}: {len(url)} workers")
         render(result, route)
 
 
@@ -169,7 +178,10 @@ def build_document(result: "FleetRead", route) -> dict[str, Any]:
     if len(workers) == 1:
         document = workers[0]
     else:
-        document = {"workers": workers, "aggregate": _snapshot_doc(result.aggregate)}
+        down = sum(1 for r in result.workers if not r.snapshot.connected)
+        document = {"workers": workers, "aggregate": _snapshot_doc(result.aggregate),
+                    # the aggregate sums the connected workers only: partial when any is down
+                    "workers_down": down, "partial": down > 0}
     if route is not None:
         decision, matches = route
         document["route"] = {
@@ -251,7 +263,9 @@ def render(result: "FleetRead", route) -> None:
             fleet.add_column(column, justify="left" if column == "worker" else "right")
         for read in result.workers:
             fleet.add_row(*_fleet_row(read.url, read.snapshot, _n(read.load)))
-        fleet.add_row(*_fleet_row("all", result.aggregate, ""))
+        down = sum(1 for read in result.workers if not read.snapshot.connected)
+        label = f"all (partial: {down} of {len(result.workers)} down)" if down else "all"
+        fleet.add_row(*_fleet_row(label, result.aggregate, ""))
         out.print(fleet)
     if route is not None:
         _render_route(out, *route)

@@ -249,6 +249,23 @@ def test_replay_against_the_router_predicts_the_fleet(fleet, tmp_path):
     assert twin["agreement"]["hit_tokens_equal_share"] >= 0.9
 
 
+def test_inspect_given_the_router_reads_every_worker(fleet):
+    """`kvctl inspect --url ROUTER`: the router's /workers stand for it; each worker is read
+    through its plugin, and the aggregate pool is the two 4,096-token pools."""
+    _, doc = fleet
+    done = subprocess.run([sys.executable, "-m", "kvctl", "inspect", "--url", doc["url"],
+                           "--json", "--wait", "0.5", "--timeout", "10"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["routers"] == [doc["url"]]
+    assert sorted(w["url"] for w in report["workers"]) == sorted(w["url"] for w in doc["workers"])
+    assert report["partial"] is False and report["workers_down"] == 0
+    assert report["aggregate"]["snapshot"]["ledger"]["pool_tokens"] == 2 * 4096
+    # the plugin's terms of each worker add up to its pool; their sum to the fleet's
+    assert report["aggregate"]["derived"]["ledger_terms_tokens"] == 2 * 4096
+
+
 def test_sigint_stops_the_router_and_every_worker(fleet):
     """Last: SIGINT ends kvctl with exit 0 and nothing more on stdout; the router's and every
     worker's process is gone and the fleet's temp dir removed."""
