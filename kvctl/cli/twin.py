@@ -153,7 +153,8 @@ def fleet_against_command(workload: str, url: str, *, router: str, options: dict
             workload, url, router=router, router_options=options, workers=workers,
             form=form, speedup=speedup, limit=limit, vocab_size=vocab_size, seed=seed or 0,
             deployment=deployment, cost_model=str(cost_model) if cost_model else None,
-            save_cost_model=str(save_cost_model) if save_cost_model else None, on_sent=bar.runs_done)
+            save_cost_model=str(save_cost_model) if save_cost_model else None,
+            on_sent=bar.runs_done)
     if json_output:
         print_json(versioned(document))
     else:
