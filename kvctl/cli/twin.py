@@ -188,7 +188,8 @@ def render_fleet_twin(doc: dict):
 
     row("fleet", doc["fleet"]["measured"], doc["fleet"]["predicted"], "bold")
     for r in doc["replicas"]:
-        row(f"replica {r['replica']} = {r['worker']}", r["measured"], r["predicted"])
+        port = r["worker"].rsplit(":", 1)[-1]
+        row(f"replica {r['replica']} (:{port})", r["measured"], r["predicted"])
     lines = [
         f"m = measured on the fleet, p = predicted by the fleet replay "
         f"({doc['clock']['label']})",
