@@ -145,6 +145,12 @@ def fleet_against_command(workload: str, url: str, *, router: str, options: dict
                          f"{flags}")
     options = {k: v for k, v in options.items() if v is not None}
     form = options.pop("request_text", None) or "text"
+    if form not in ("text", "input_ids"):
+        raise InputError(f"--request-form must be text or input_ids, got {form!r}")
+    if save_cost_model is not None:  # before the drive, not after it
+        from kvctl.record.writer import check_destination
+
+        check_destination(save_cost_model, what="--save-cost-model", example="clock.json")
     total = scan_trace(workload, limit=limit).requests
     from kvctl.cli.replay_common import ProgressBar
 

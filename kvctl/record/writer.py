@@ -89,23 +89,25 @@ def write_recording(out: str | Path, records: Iterable[TrafficRecord], meta: dic
     return document
 
 
-def check_destination(out: str | Path) -> Path:
+def check_destination(out: str | Path, *, what: str = "--out",
+                      example: str = "trace.jsonl") -> Path:
     """Fail before recording when `out` cannot be written: its folder must exist and be
-    writable, and `out` must not be a folder."""
+    writable, and `out` must not be a folder. `what`: the option named in the error."""
     from kvctl.errors import InputError
 
     out = Path(out)
     if out.is_dir():
-        raise InputError(f"--out {out} is a folder; give a file name such as {out}/trace.jsonl")
+        raise InputError(f"{what} {out} is a folder; give a file name such as {out}/{example}")
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
-        raise InputError(f"--out {out}: folder {folder} does not exist")
+        raise InputError(f"{what} {out}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK):
-        raise InputError(f"--out {out}: folder {folder} is not writable")
+        raise InputError(f"{what} {out}: folder {folder} is not writable")
     try:  # what access() cannot see: a read-only mount, no inodes left
         fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".probe")
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise InputError(f"--out {out}: cannot write in {folder} ({err.strerror or err})") from None
+        raise InputError(f"{what} {out}: cannot write in {folder} ({err.strerror or err})") \
+            from None
     return out

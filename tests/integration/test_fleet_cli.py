@@ -77,6 +77,18 @@ def test_table_and_sweep():
     (["--router", "oracle"], "needs --replicas"),
     (["--regret"], "go with --replicas"),
     (["--sweep", "replicas=0,2"], "outside 1..32"),
+    (["--sweep", "replicas=nan"], "--sweep replicas: 'nan' is not an integer"),
+    (["--replicas", "2", "--router", "cache_aware", "--cache-threshold", "nan"],
+     "--cache-threshold must be a finite number"),
+    (["--replicas", "2", "--router", "cache_aware", "--request-form", "garbage"],
+     "--request-form must be one of text, input_ids, got 'garbage'"),
+    (["--replicas", "2", "--router", "round_robin", "--request-form", "input_ids"],
+     "--request-form does not apply to router round_robin"),
+    (["--replicas", "2", "--router", "oracle", "--save-cost-model", "/tmp/c.json"],
+     "--save-cost-model goes with --against ROUTER_URL"),
+    (["--against", "http://127.0.0.1:9", "--router", "cache_aware", "--save-cost-model",
+      "/proc/no/clock.json"], "--save-cost-model /proc/no/clock.json: folder /proc/no does "
+                              "not exist"),
     (["--replicas", "2", "--router", "oracle", "--curve"], "--curve take"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):

@@ -22,6 +22,11 @@ OPTIONS = {
 }
 
 
+# options whose CLI flag is not their name spelled out
+FLAGS = {"request_text": "--request-form"}
+REQUEST_FORMS = ("text", "input_ids")
+
+
 def check_policy(name: str) -> str:
     if name not in POLICIES:
         raise InputError(f"unknown router policy {name!r}; valid: {', '.join(POLICIES)}")
@@ -34,10 +39,14 @@ def make_policy(name: str, *, replicas: int, options: dict | None = None,
     policy does not take, a value out of range."""
     check_policy(name)
     options = {k: v for k, v in (options or {}).items() if v is not None}
+    form = options.get("request_text")
+    if form is not None and form not in REQUEST_FORMS:
+        raise InputError(f"--request-form must be one of {', '.join(REQUEST_FORMS)}, "
+                         f"got {form!r}")
     allowed = OPTIONS.get(name, ())
     stray = sorted(set(options) - set(allowed))
     if stray:
-        flags = ", ".join("--" + k.replace("_", "-") for k in stray)
+        flags = ", ".join(FLAGS.get(k, "--" + k.replace("_", "-")) for k in stray)
         raise InputError(f"{flags} does not apply to router {name}")
     if name == "affinity":
         from kvctl.fleet.routers.affinity import Affinity
