@@ -34,8 +34,6 @@ class RouterKeys:
         self.vocabulary = BlockVocabulary(vocab_size, block_tokens, seed=seed)
 
     def key(self, hash_ids, input_length: int) -> np.ndarray:
-        """The int64 key of a line: its prompt's ids in the server's vocabulary."""
-        if not hash_ids:
-            return np.empty(0, dtype=np.int64)
-        block = self.vocabulary.block
-        return np.concatenate([block(b) for b in hash_ids])[:input_length]
+        """The int64 key of a line: its prompt's ids in the server's vocabulary, exactly
+        what the twin's drive sends (BlockVocabulary.prompt)."""
+        return self.vocabulary.prompt_array(hash_ids, input_length)

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 from kvctl.errors import InputError
 from kvctl.replay.engine_setup import Deployment
@@ -126,19 +127,14 @@ class _Watch:
         self._poll()
 
 
-class _Pooled:
-    """The workers' step samplers seen as one (decide() reads collector.samples, .lost and
-    error): the replicas are one configuration, so one step-cost model fits them all."""
-
-    def __init__(self, samplers) -> None:
-        self.samplers = samplers
-        self.error = next((s.error for s in samplers if s.error), None)
-
-        class _Collector:
-            samples = [x for s in samplers for x in s.collector.samples]
-            lost = sum(s.collector.lost for s in samplers)
-
-        self.collector = _Collector()
+def _pooled(samplers) -> SimpleNamespace:
+    """The workers' finished step samplers seen as one (decide() reads .error and
+    .collector.samples / .lost): the replicas are one configuration, so one step-cost model
+    fits them all."""
+    return SimpleNamespace(
+        error=next((s.error for s in samplers if s.error), None),
+        collector=SimpleNamespace(samples=[x for s in samplers for x in s.collector.samples],
+                                  lost=sum(s.collector.lost for s in samplers)))
 
 
 def run_fleet_twin(trace: str, router_url: str, *, router: str = "cache_aware",
@@ -195,7 +191,7 @@ def run_fleet_twin(trace: str, router_url: str, *, router: str = "cache_aware",
             sampler.finish()
         watch.finish()
     if len(samplers) == len(profiles):
-        clock = decide(file_model, _Pooled(samplers), None)
+        clock = decide(file_model, _pooled(samplers), None)
     else:
         clock = decide(file_model, None, "a worker's kvctl plugin does not time steps")
     if save_cost_model is not None and clock.source == "fitted":

@@ -40,6 +40,10 @@ class BlockVocabulary:
 
     def prompt(self, hash_ids, input_length: int) -> list[int]:
         """The prompt's ids, `input_length` of them (the last block cut)."""
+        return self.prompt_array(hash_ids, input_length).tolist()
+
+    def prompt_array(self, hash_ids, input_length: int) -> np.ndarray:
+        """`prompt` as an int64 array (the fleet router's key, kvctl/fleet/keys.py)."""
         if not hash_ids:
-            return []
-        return np.concatenate([self.block(b) for b in hash_ids])[:input_length].tolist()
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate([self.block(b) for b in hash_ids])[:input_length]

@@ -45,3 +45,19 @@ def test_workers_must_share_the_replayed_settings():
                                          "http://b:2 has 8192"):
         _common_settings([profile("http://a:1"), profile("http://b:2",
                                                           max_total_num_tokens=8192)])
+
+
+def test_the_router_key_is_what_the_drive_sends():
+    """The replay keys cache_aware with the ids the fleet twin's drive puts in the request
+    (BlockVocabulary.prompt, rendered one character per id), block for block and cut at
+    the line's length; equal hash ids give equal keys, different ones differ."""
+    from kvctl.fleet.keys import RouterKeys
+    from kvctl.twin.prompts import BlockVocabulary
+
+    keys, sent = RouterKeys(512, 64, seed=3), BlockVocabulary(512, 64, seed=3)
+    key = keys.key((4, 9, 11), 150)
+    assert key.dtype.kind == "i" and len(key) == 150
+    assert key.tolist() == sent.prompt((4, 9, 11), 150)
+    assert keys.key((4, 9), 128)[:64].tolist() == key[:64].tolist()
+    assert keys.key((5,), 64).tolist() != key[:64].tolist()
+    assert keys.key((), 0).size == 0
