@@ -306,8 +306,10 @@ def _document(trace, router_url, profiles, result, worker_of, prediction, clock,
              "replicas are matched to workers by the permutation under which most requests "
              f"land alike (the router orders workers by random ids): {list(mapping)}"]
     if clock.source == "fitted":
-        notes.append("the clock was fitted on this drive's own steps (in sample); give "
-                     "--cost-model from another drive for an out-of-sample TTFT check")
+        notes.append(f"the clock was fitted on this drive's own steps, the {n} workers' pooled "
+                     "(their step times add up across workers, so they exceed the span); in "
+                     "sample: give --cost-model from another drive for an out-of-sample TTFT "
+                     "check")
     if errors:
         notes.append(f"{len(errors)} requests failed without an answer (a worker went away); "
                      "they are listed under `errors` and left out of both sides' figures")
