@@ -40,7 +40,10 @@ def _server(tmp_path_factory, name: str, dp_size: int) -> SGLangServer:
 
 
 def _inspect(url: str) -> dict:
-    done = kvctl("inspect", "--url", url, "--json")
+    # The read's timeout is generous: these tests judge what the numbers are, not how fast a
+    # dp-2 server on a loaded 2-core CI machine answers /metrics (CI saw 2 s, the default,
+    # run out right after a flush).
+    done = kvctl("inspect", "--url", url, "--json", "--timeout", "20")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
