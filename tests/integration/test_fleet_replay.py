@@ -23,7 +23,7 @@ from kvctl.fleet.routers.base import RouteRequest
 from kvctl.fleet.routers.registry import make_policy
 from kvctl.fleet.runner import FleetSettings, prepare_fleet, run_fleet
 from kvctl.replay.mooncake import iter_records, prompt_tokens, to_spec
-from kvctl.replay.runner import ReplaySettings, prepare, run_replay
+from kvctl.replay.runner import ReplaySettings, prepare, run, run_replay
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +32,13 @@ LIMIT = 60
 POOL = 40_000  # small enough to evict on head_500's first 60 requests
 
 
+WIDE_POOL = 1_000_000  # nothing waits for memory: decodes run while requests arrive (jumps)
+SPEEDUP = 1.0  # the trace's own arrivals (see the round-robin test)
+
+
 def settings(**changes) -> ReplaySettings:
-    return ReplaySettings(workload=str(HEAD), limit=LIMIT, pool_tokens=POOL, **changes)
+    return ReplaySettings(**{"workload": str(HEAD), "limit": LIMIT, "pool_tokens": POOL,
+                             **changes})
 
 
 @pytest.mark.parametrize("router", ["oracle", "affinity"])
@@ -138,3 +143,75 @@ def test_a_refused_request_is_routed_and_moves_the_round_robin_counter():
     submitted = sum(e.internal_state().counters.requests_submitted for e in engines)
     assert submitted == LIMIT - LIMIT // 3
     assert loop.loads() == [0, 0]
+
+
+def _single_replay_outcomes(records, folder: Path) -> list[tuple[int, float, float]]:
+    """The single-server replay (kvctl.replay.runner, its own loop) of `records` written as a
+    trace of their own: (hit tokens, TTFT, finish) per request, in the records' order; TTFT
+    None for a request the engine rejected (as the fleet's Outcome has it)."""
+    import json
+
+    from kvctl.twin.predict import _Collecting
+
+    folder.mkdir(parents=True, exist_ok=True)
+    trace = folder / "part.jsonl"
+    trace.write_text("".join(json.dumps({
+        "timestamp": r.arrival_s * 1000.0, "input_length": r.input_length,
+        "output_length": r.output_length, "hash_ids": list(r.hash_ids)}) + "\n"
+        for r in records), encoding="utf-8")
+    prepared = prepare(ReplaySettings(workload=str(trace), pool_tokens=WIDE_POOL))
+    collector = _Collecting(prepared.driver)
+    run(dataclasses.replace(prepared, driver=collector))
+    by_index = {int(f.rid.removeprefix("mc-")): f for f in collector.finished}
+    return [(f.hit_tokens, None if f.rejected is not None else f.ttft_s, f.finish_s)
+            for f in (by_index[i] for i in range(1, len(records) + 1))]
+
+
+def test_two_round_robin_replicas_are_two_single_server_replays(tmp_path):
+    """Round robin's choice does not depend on time (line i -> replica (i - 1) % 2), so each
+    replica of a 2-replica fleet must serve exactly what the single-server replay serves
+    given only that replica's lines at the same arrival times: the same hit tokens, TTFT and
+    finish time request by request. The other replica's arrivals stop this replica's decode
+    jumps (the loop's horizon) and must change nothing; a loop that let a replica run past
+    an arrival before submitting it, or submitted late, delays that request's TTFT. The
+    slice is the first 60 lines at their own arrival times (SPEEDUP 1: compressed 20x,
+    prefills queue and nothing jumps) and a pool wide enough that nothing waits for memory,
+    so requests overlap and a decode (jumping when nothing else is due) is running when most
+    of them arrive (checked below). Seen failing with the horizon dropped (TTFT 3.06 s
+    instead of 0.60 s) and with every arrival advanced to 50 ms late (hit tokens differ)."""
+    records = [dataclasses.replace(r, arrival_s=r.arrival_s / SPEEDUP)
+               for r in iter_records(HEAD, limit=LIMIT)]
+    config = dataclasses.replace(prepare(settings(pool_tokens=WIDE_POOL)).config,
+                                 enable_kv_events=True)
+    assert config.decode_jumps  # the replay's default: what the horizon bounds
+    from engine_adapter.embedded.engine import EmbeddedEngine
+
+    engines = [EmbeddedEngine(config) for _ in range(2)]
+    loop = FleetLoop(engines, make_policy("round_robin", replicas=2), page_size=config.page_size)
+    keys = RouterKeys()
+
+    def fleet_arrivals():
+        for record in records:
+            spec = to_spec(record)
+            yield RouteRequest(rid=spec.rid, key=keys.key(record.hash_ids, record.input_length),
+                               tokens=spec.tokens, prompt_tokens=record.input_length,
+                               arrival_s=spec.arrival_s), spec
+
+    outcomes = {int(o.rid.removeprefix("mc-")): o for o in loop.run(fleet_arrivals())}
+    overlapping = 0
+    for j in range(2):
+        mine = [r for i, r in enumerate(records, start=1) if (i - 1) % 2 == j]
+        lines = [i for i in range(1, LIMIT + 1) if (i - 1) % 2 == j]
+        assert [outcomes[i].replica for i in lines] == [j] * len(lines)
+        expected = _single_replay_outcomes(mine, tmp_path / f"r{j}")
+        got = [(outcomes[i].hit_tokens, outcomes[i].ttft_s, outcomes[i].finish_s)
+               for i in lines]
+        assert [g[0] for g in got] == [e[0] for e in expected]
+        assert [g[1] is None for g in got] == [e[1] is None for e in expected]
+        assert [g[1] for g in got if g[1] is not None] == pytest.approx(
+            [e[1] for e in expected if e[1] is not None], rel=1e-9, abs=1e-9)
+        assert [g[2] for g in got] == pytest.approx([e[2] for e in expected], rel=1e-9, abs=1e-9)
+        arrivals_j = [r.arrival_s for r in mine]
+        overlapping += sum(any(a < t < f for (_, _, f), a in zip(expected, arrivals_j))
+                           for t in arrivals_j)
+    assert overlapping > LIMIT // 2  # most arrivals land while the replica is busy
