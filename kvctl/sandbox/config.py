@@ -93,6 +93,11 @@ class SandboxConfig:
             "--dp-size", str(self.dp_size),
             # SGLang's warm-up races a readiness flush; SandboxServer.start sends its own
             "--skip-server-warmup",
+            # an idle scheduler otherwise spins its loop at full speed: half a core per idle
+            # server on a 2-core machine, taken from the servers that do work (a fleet, the
+            # e2e tests' shared servers). SGLang's IdleSleeper polls the request sockets
+            # (wakes at once on a request) and runs on_idle once a second while idle.
+            "--sleep-on-idle",
             "--kv-events-config", json.dumps(events), *self._hicache_args(), *self.extra_args,
         ]  # fmt: skip
 
