@@ -73,6 +73,21 @@ def _scrape(url: str) -> dict[tuple[str, tuple], float]:
             for f in text_string_to_metric_families(body) for s in f.samples}
 
 
+def _read_scrapes(url: str, count: int, within_s: float = 120.0) -> list[dict]:
+    """`count` scrapes that carry a reading (kvctl_pool_capacity_tokens present). A scrape
+    taken before the exporter's first read of the server, or after a read that failed on a
+    loaded machine, exports no pool figures at all (unknown, never 0): skipped, within a
+    bound."""
+    deadline, kept = time.monotonic() + within_s, []
+    while len(kept) < count:
+        assert time.monotonic() < deadline, f"{len(kept)} of {count} scrapes had a reading"
+        samples = _scrape(url)
+        if ("kvctl_pool_capacity_tokens", ()) in samples:
+            kept.append(samples)
+        time.sleep(0.3)
+    return kept
+
+
 def _pool_terms(samples, name="kvctl_pool_tokens", **labels) -> float:
     return sum(samples[(name, tuple(sorted({**labels, "state": state}.items())))]
                for state in ("free", "evictable", "protected", "private"))
@@ -117,7 +132,7 @@ def test_exporter_pool_states_sum_to_the_capacity_under_traffic(plugin_server):
 
     with Traffic(plugin_server.url, SHAPE), ExporterProcess(
             "--url", plugin_server.url, "--interval", "0.3") as exporter:
-        scrapes = [_scrape(exporter.url) for _ in range(3)]
+        scrapes = _read_scrapes(exporter.url, 3)
     for samples in scrapes:
         assert _pool_terms(samples) == samples[("kvctl_pool_capacity_tokens", ())] == POOL_TOKENS
         assert samples[("kvctl_sglang_pool_tokens", (("state", "capacity"),))] == POOL_TOKENS
@@ -141,7 +156,7 @@ def test_dp_2_reads_every_rank_and_sums_them(tmp_path_factory):
         with Traffic(server.url, SHAPE):
             docs = [_inspect(server.url) for _ in range(3)]
             with ExporterProcess("--url", server.url, "--interval", "0.3") as exporter:
-                samples = _scrape(exporter.url)
+                (samples,) = _read_scrapes(exporter.url, 1)
         assert server.flush_cache(wait_s=30), "the dp-2 server did not flush"
         finished = _inspect(server.url)["snapshot"]["counters"]["requests_finished"]
         for ids in prompts:
