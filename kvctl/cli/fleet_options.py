@@ -9,6 +9,6 @@ import typer
 
 RouterMetrics = Annotated[Optional[str], typer.Option(
     "--router-metrics",
-    help="With a router's --url: its Prometheus endpoint, http://HOST:PORT[/metrics] "
+    help="With a router's --url: its Prometheus endpoint, http://HOST:PORT/metrics "
          "(sglang-router's --prometheus-port; default: port 29000 on the router's host, "
          "0.3.2's default). Unreachable: the router's figures read unknown.")]
