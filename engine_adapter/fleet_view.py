@@ -58,5 +58,10 @@ class RouterView:
     requests: int | None = None  # smg_router_requests_total, every endpoint
     workers: tuple[RouterWorkerView, ...] = ()
 
+    @property
+    def known(self) -> bool:
+        """The figures are this router's: its endpoint answered and counts this fleet."""
+        return self.reachable and self.error is None
+
     def worker(self, url: str) -> RouterWorkerView | None:
         return next((w for w in self.workers if w.url == url), None)

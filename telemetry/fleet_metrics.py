@@ -66,7 +66,7 @@ def _replica(field: str):
 
 
 def _router_known(s: Snapshot) -> bool:
-    return s.router is not None and s.router.reachable and s.router.error is None
+    return s.router is not None and s.router.known
 
 
 def _router_up(s: Snapshot) -> Iterable[Sample]:

@@ -1,9 +1,9 @@
 """The fleet table's rows, one wording for `kvctl inspect` and `kvctl monitor`'s Fleet panel.
 
-    replica              state  pool   free  evictable  protected  private  hit rate  load  | router: requests  in flight  circuit
-    http://w0:30000      up     4,096  ...                                                    |         12          0     closed
-    http://w1:30001      DOWN   unknown ...                                                   |          6          0     open
-    all (partial: 1 of 2 down)  4,096  ...  (the sum of the replicas that answered)           |         18
+    replica          state  pool     free ... hit rate  load | router: requests  in flight  circuit
+    http://w0:30000  up     4,096   3,680 ...    52.7%     0 |               12          0   closed
+    http://w1:30001  DOWN   unknown ...                      |                6          0     open
+    all (partial: 1 of 2 down)  4,096 ...  (the sum of the replicas that answered)  |   18
 
 From one fleet snapshot (`Snapshot.replicas`, `Snapshot.router`: engine_adapter/fleet_view.py),
 so every figure on a row and the sum come from the same read. A replica that is down reads
@@ -51,9 +51,7 @@ def router_state(router: "RouterView | None") -> str | None:
     """A line on the router's metrics; None when the fleet has no router."""
     if router is None:
         return None
-    if not router.reachable:
-        return f"router metrics {router.metrics_url}: unknown ({router.error})"
-    if router.error:
+    if not router.known:  # down, or not this fleet's router
         return f"router metrics {router.metrics_url}: unknown ({router.error})"
     return f"router metrics {router.metrics_url}: {_n(router.requests)} requests routed"
 
@@ -62,7 +60,7 @@ def fleet_rows(snapshot: "Snapshot") -> list[tuple[str, ...]]:
     """One row per replica, then the sum; router columns when the fleet has a router."""
     router = snapshot.router
     with_router = router is not None
-    known = router is not None and router.reachable and not router.error
+    known = router is not None and router.known
     rows = []
     for replica in snapshot.replicas:
         row = (replica.url, "up" if replica.connected else "DOWN",

@@ -288,7 +288,9 @@ def _fleet_table_text(doc: dict) -> str:
     Textual's Pilot once the first snapshot is on screen."""
     import asyncio
 
-    sys.path.insert(0, str(ROOT / "tests" / "tui"))
+    tui_tests = str(ROOT / "tests" / "tui")  # the monitor tests' helpers (tui_helpers.py)
+    if tui_tests not in sys.path:
+        sys.path.insert(0, tui_tests)
     from tui_helpers import widget_text
 
     from kvctl.tui import sources

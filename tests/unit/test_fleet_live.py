@@ -29,14 +29,17 @@ from telemetry.collector import SnapshotCollector
 pytestmark = pytest.mark.unit
 
 W0, W1, DEAD = "http://127.0.0.1:32137", "http://127.0.0.1:27537", "http://127.0.0.1:9"
+REQUEST_LABELS = ('router_type="http",backend_type="regular",connection_mode="http",'
+                  'model="default",endpoint="generate",streaming="false"')
 ROUTER_TEXT = f"""# TYPE smg_router_requests_total counter
-smg_router_requests_total{{router_type="http",backend_type="regular",connection_mode="http",model="default",endpoint="generate",streaming="false"}} 17
+smg_router_requests_total{{{REQUEST_LABELS}}} 17
 # TYPE smg_worker_cb_outcomes_total counter
 smg_worker_cb_outcomes_total{{worker="{W1}",outcome="success"}} 6
 smg_worker_cb_outcomes_total{{worker="{W1}",outcome="failure"}} 1
 smg_worker_cb_outcomes_total{{worker="{W0}",outcome="success"}} 10
 # TYPE smg_worker_selection_total counter
-smg_worker_selection_total{{worker_type="regular",connection_mode="http",model="default",policy="cache_aware"}} 17
+smg_worker_selection_total{{worker_type="regular",connection_mode="http",model="default",\
+policy="cache_aware"}} 17
 # TYPE smg_worker_requests_active gauge
 smg_worker_requests_active{{worker="{W0}"}} 2
 smg_worker_requests_active{{worker="{W1}"}} 0
