@@ -121,7 +121,9 @@ def clock_and_judged(file_model, sampler, why_none, mark, requests: int, fitted)
         clock = decide(None, sampler, why_none, fitted=fitted,
                        scope=f"the {len(fitted):,} steps timed before request {mark.k:,} "
                              "was sent")
-        return clock, holdout.held_out(mark, requests, len(fitted))
+        if clock.source == "fitted":
+            return clock, holdout.held_out(mark, requests, len(fitted))
+        return clock, holdout.every_request(clock.source)
     clock = decide(file_model, sampler, why_none)
     name = file_model.source if file_model is not None else ""
     return clock, holdout.every_request(clock.source, clock_name=name, steps=clock.samples)
@@ -153,7 +155,8 @@ def clock_note(clock: TwinClock, deployment: Deployment) -> str:
                 f"{deployment.gpu} x TP{deployment.tp}), not fitted to this server, because "
                 f"{clock.why}: compare hit figures, and TTFT only with a fitted clock")
     steps = (f"{clock.samples:,} server steps" if clock.fit_steps is None
-             else f"the first {clock.fit_steps:,} of {clock.samples:,} server steps")
+             else f"{clock.fit_steps:,} of the {clock.samples:,} server steps, those "
+                  "completed before the held-out mark")
     where = (FITTED + f" ({steps}"
              + (f", {clock.lost:,} lost" if clock.lost else "")
              + f": {clock.steps_s:,.1f} s of step time in the {clock.span_s:,.1f} s they span,"

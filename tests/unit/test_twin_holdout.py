@@ -101,7 +101,8 @@ def test_only_the_steps_completed_before_the_mark_are_fitted(monkeypatch):
 
 def test_too_few_steps_before_the_mark_fall_back_to_the_roofline_saying_which():
     """3 steps before the mark cannot be fitted (the fitter needs 20): the roofline, and
-    `why` names the steps offered; no fit on the whole drive takes their place."""
+    `why` names the steps offered; no fit on the whole drive takes their place, and with
+    nothing fitted every request is judged."""
     plugin = _Plugin()
     sampler = DriveSampler(plugin)  # not started: the mark's read and finish's are the reads
     mark = SendMark(2, sampler.take_mark)
@@ -115,7 +116,7 @@ def test_too_few_steps_before_the_mark_fall_back_to_the_roofline_saying_which():
     assert clock.source == "roofline" and clock.summary()["fit_steps"] == 3
     assert clock.why.startswith("the 3 steps timed before request 2 was sent could not be "
                                 "fitted: too few step samples: 3")
-    assert judged.lines == {2}
+    assert judged.lines is None and judged.on == "all requests (roofline clock: nothing fitted)"
 
 
 def test_a_clock_from_a_file_or_the_roofline_is_judged_on_every_request():
