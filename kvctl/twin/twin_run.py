@@ -21,6 +21,7 @@ drive is written there (for --cost-model on another run), after the drive.
 
 from __future__ import annotations
 
+import dataclasses
 import urllib.error
 import urllib.request
 
@@ -112,6 +113,14 @@ def run_twin(trace: str, url: str, *, speedup: float = 1.0, limit: int | None = 
     }
 
 
+# few steps before request k: a queue-bound drive (every request sent within seconds,
+# served over minutes) has run almost none when request k is sent, and only a request sent
+# later has its whole life after the fit
+NO_FIRST_PART = ("to fit more steps and still judge TTFT out of sample: --cost-model from "
+                 "another drive (--save-cost-model writes one), a larger --fit-share, or a "
+                 "smaller --speedup")
+
+
 def clock_and_judged(file_model, sampler, why_none, mark, requests: int, fitted):
     """The clock and the requests it is judged on (holdout.py). `fitted`: the steps
     completed before the mark (None: no mark taken): fitted, and requests k..N judged; else
@@ -123,6 +132,8 @@ def clock_and_judged(file_model, sampler, why_none, mark, requests: int, fitted)
                              "was sent")
         if clock.source == "fitted":
             return clock, holdout.held_out(mark, requests, len(fitted))
+        if sampler.error is None:  # the first part ran too few steps: say how to get more
+            clock = dataclasses.replace(clock, why=f"{clock.why} ({NO_FIRST_PART})")
         return clock, holdout.every_request(clock.source)
     clock = decide(file_model, sampler, why_none)
     name = file_model.source if file_model is not None else ""

@@ -107,9 +107,9 @@ def test_against_the_real_server_one_at_a_time_predicts_every_requests_hits(twin
     assert 0 < offered < len(steps), clock  # requests 4-6 ran steps after the mark
     expected = _fit_of(steps[:offered])
     if isinstance(expected, str):  # refused: the roofline says the fitter's reason
-        assert (clock["source"], clock["why"]) == (
-            "roofline", f"the {offered:,} steps timed before request 4 was sent could not be "
-                        f"fitted: {expected}")
+        assert clock["source"] == "roofline" and clock["why"].startswith(
+            f"the {offered:,} steps timed before request 4 was sent could not be fitted: "
+            f"{expected} (to fit more steps"), clock
     else:  # requests overlapped (a slow machine): the steps determine a fit, and it is used
         assert (clock["source"], clock["fit"]) == ("fitted", pytest.approx(expected)), clock
     if max(s.decode_requests for s in steps) == 1:  # one at a time, every decode batch 1
@@ -150,10 +150,11 @@ def test_against_with_the_plugin_fits_the_clock_during_the_drive(twin_server, tm
     offered = clock["fit_steps"]
     assert 0 < offered < clock["samples"] == len(window.samples) and window.lost == 0, clock
     expected = _fit_of(window.samples[:offered])
+    print(f"held-out branch: {clock['source']}, {offered} of {len(window.samples)} steps")
     if isinstance(expected, str):  # too few or too uniform steps before the mark
-        assert (clock["source"], clock["why"]) == (
-            "roofline", f"the {offered:,} steps timed before request 19 was sent could not "
-                        f"be fitted: {expected}"), clock
+        assert clock["source"] == "roofline" and clock["why"].startswith(
+            f"the {offered:,} steps timed before request 19 was sent could not be fitted: "
+            f"{expected} (to fit more steps"), clock
         assert agreement["ttft_judged_on"] == "all requests (roofline clock: nothing fitted)"
         return
     assert (clock["source"], clock["label"]) == ("fitted", "fitted during the drive"), clock

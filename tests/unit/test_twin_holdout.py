@@ -116,6 +116,9 @@ def test_too_few_steps_before_the_mark_fall_back_to_the_roofline_saying_which():
     assert clock.source == "roofline" and clock.summary()["fit_steps"] == 3
     assert clock.why.startswith("the 3 steps timed before request 2 was sent could not be "
                                 "fitted: too few step samples: 3")
+    assert clock.why.endswith("(to fit more steps and still judge TTFT out of sample: "
+                              "--cost-model from another drive (--save-cost-model writes "
+                              "one), a larger --fit-share, or a smaller --speedup)")
     assert judged.lines is None and judged.on == "all requests (roofline clock: nothing fitted)"
 
 
