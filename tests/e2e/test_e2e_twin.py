@@ -150,7 +150,6 @@ def test_against_with_the_plugin_fits_the_clock_during_the_drive(twin_server, tm
     offered = clock["fit_steps"]
     assert 0 < offered < clock["samples"] == len(window.samples) and window.lost == 0, clock
     expected = _fit_of(window.samples[:offered])
-    print(f"held-out branch: {clock['source']}, {offered} of {len(window.samples)} steps")
     if isinstance(expected, str):  # too few or too uniform steps before the mark
         assert clock["source"] == "roofline" and clock["why"].startswith(
             f"the {offered:,} steps timed before request 19 was sent could not be fitted: "
