@@ -141,8 +141,12 @@ def replay_command(
         "With --against a router: its workers (http://HOST:PORT, repeatable) when the "
         "router's GET /workers should not be used."))] = None,
     save_cost_model: Annotated[Optional[Path], Opt(help=(
-        "With --against a router: write the step-cost model fitted on this drive's steps, "
+        "With --against: write the step-cost model fitted on all of this drive's steps, "
         "for --cost-model on another drive (an out-of-sample clock)."))] = None,
+    fit_share: Annotated[Optional[float], Opt(help=(
+        "With --against: fit the clock on the steps of the first F of the requests sent "
+        "and judge TTFT on the rest, held out (0 < F < 1, default 0.5; not with "
+        "--cost-model)."))] = None,
     regret: Annotated[bool, Opt("--regret", help=(
         "Fleet: also replay the oracle router and report the hit tokens this router "
         "missed."))] = False,
@@ -159,8 +163,10 @@ def replay_command(
     if replicas is None and router is None and not fleet_sweep and (
             regret or any(v is not None for v in fleet_options.values())):
         raise InputError("--regret and router options go with --replicas N --router POLICY")
-    if against is None and (speedup != 1.0 or vocab_size is not None or plugin_url):
-        raise InputError("--speedup, --vocab-size and --plugin-url go with --against URL")
+    if against is None and (speedup != 1.0 or vocab_size is not None or plugin_url
+                            or fit_share is not None):
+        raise InputError("--speedup, --vocab-size, --plugin-url and --fit-share go with "
+                         "--against URL")
     if against is not None and (hicache_ratio, hicache_size, hicache_write_policy) != (None,) * 3:
         raise InputError("--hicache-ratio/--hicache-size/--hicache-write-policy replay a trace "
                          "through SGLang's HiCache; --against does not take them")
@@ -175,14 +181,14 @@ def replay_command(
             workers=workers, speedup=speedup, limit=limit, vocab_size=vocab_size,
             seed=seed, deployment=Deployment(model=model, gpu=gpu, tp=tp),
             json_output=json_output, cost_model=cost_model, save_cost_model=save_cost_model,
-            given={
+            fit_share=fit_share, given={
                 "pool_tokens": pool_tokens is not None, "pool_gb": pool_gb is not None,
                 "page_size": page_size is not None, "eviction": eviction is not None,
                 "max_running": max_running is not None, "token_budget": token_budget is not None,
                 "tau_high": tau_high is not None, "sweep": bool(sweep), "out": out is not None,
                 "plugin_url": plugin_url is not None, "regret": regret})
-    if save_cost_model is not None:
-        raise InputError("--save-cost-model goes with --against ROUTER_URL")
+    if save_cost_model is not None and against is None:
+        raise InputError("--save-cost-model goes with --against URL")
     if workers:
         raise InputError("--workers goes with --against ROUTER_URL")
     if against is not None:  # the twin: kvctl/twin, kvctl/cli/twin.py
@@ -191,7 +197,8 @@ def replay_command(
         return against_command(
             str(workload), against, speedup=speedup, limit=limit, vocab_size=vocab_size,
             seed=seed, deployment=Deployment(model=model, gpu=gpu, tp=tp),
-            json_output=json_output, cost_model=cost_model, plugin_url=plugin_url, given={
+            json_output=json_output, cost_model=cost_model, plugin_url=plugin_url,
+            fit_share=fit_share, save_cost_model=save_cost_model, given={
                 "pool_tokens": pool_tokens is not None, "pool_gb": pool_gb is not None,
                 "page_size": page_size is not None, "eviction": eviction is not None,
                 "max_running": max_running is not None, "token_budget": token_budget is not None,
