@@ -15,10 +15,10 @@ a router whose metrics endpoint does not answer has `reachable` False and no fig
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # snapshot.py imports this module
-    from engine_adapter.snapshot import PoolLedger
+# `PoolLedger` in the annotations below is engine_adapter.snapshot.PoolLedger, not imported:
+# snapshot.py imports this module, and the layering test forbids the loop even under
+# TYPE_CHECKING (annotations are strings here, never evaluated).
 
 
 @dataclass(frozen=True, kw_only=True)
