@@ -5,7 +5,9 @@ Prints, measured in this run, for --trace (default: the shipped Mooncake hour):
     1. curve time / one unbounded replay's time (target <= 1.5): the curve's whole work
        (the stream, its unbounded schedule replay with the recorder, both passes) against
        a plain `kvctl replay --pool-tokens 0` (prepare + run, engine build included) on the
-       same trace; numba's one-time compile is timed apart (cached on disk after a run)
+       same trace, timed before and after the curve (the machine's load moves both); a
+       20-request replay first pays SGLang's import and the engine's compiles, and
+       numba's compile of the passes is timed apart (cached on disk after a run)
     2. the curve (event order, `--curve`) and the arrival-order pass (`--curve-order
        arrival`) against exact replays (`kvctl replay --pool-tokens N`, lru) at --pools
        (default: the default pool and the pools reaching 50/80/90/95% of the ceiling);
@@ -109,6 +111,9 @@ def main(argv=None) -> int:
     from kvctl.replay.curve.document import table_rows
     from kvctl.replay.engine_setup import Deployment
 
+    timed_replay(args.trace, 20, 0)  # warm: SGLang's import, the engine's compiles
+    if not args.skip_ratio:
+        report, before_s = timed_replay(args.trace, args.limit, 0)
     curve, arrival, parts = timed_curve(args.trace, args.limit)
     curve_s = parts["stream_s"] + parts["schedule_s"] + parts["pass_s"]
     print(f"{args.trace.name} (limit {args.limit}): {parts['accesses']:,} page accesses; "
@@ -117,9 +122,11 @@ def main(argv=None) -> int:
           f"{parts['compile_s']:.1f} s, apart); peak running {parts['peak_running']}; "
           f"valid from {curve.anchor_tokens:,} tokens", flush=True)
     if not args.skip_ratio:
-        report, replay_s = timed_replay(args.trace, args.limit, 0)
-        print(f"plain unbounded replay: {replay_s:.1f} s, H {report['hit_rate']:.4%} "
-              f"(curve ceiling {curve.ceiling:.4%})", flush=True)
+        report, after_s = timed_replay(args.trace, args.limit, 0)
+        replay_s = (before_s + after_s) / 2
+        print(f"plain unbounded replay: {before_s:.1f} s before, {after_s:.1f} s after the "
+              f"curve, H {report['hit_rate']:.4%} (curve ceiling {curve.ceiling:.4%})",
+              flush=True)
         ratio = curve_s / replay_s
         print(f"ratio curve / unbounded replay: {ratio:.3f}  -> "
               f"{'meets' if ratio <= TARGET_TIME else 'misses'} the <= {TARGET_TIME} target",

@@ -110,9 +110,11 @@ def render_curve(doc: dict):
                      title_justify="left", box=box.SIMPLE_HEAD, key_columns=1)
     for column in ("pool", "tokens", "hit rate"):
         table.add_column(column, justify="left" if column == "pool" else "right", no_wrap=True)
+    valid = doc.get("schedule_valid_from_pool_tokens")
     for row in doc["table"]:
         size = "unbounded" if row["pool_tokens"] is None else f"{row['pool_tokens']:,}"
-        table.add_row(row["label"], size, f"{row['hit_rate']:.2%}")
+        below = valid is not None and row["pool_tokens"] is not None and row["pool_tokens"] < valid
+        table.add_row(row["label"], size, f"{row['hit_rate']:.2%}" + (" *" if below else ""))
     parts = [header, table]
     if doc["verified"]:
         check = FitTable(title=(f"curve vs exact replay ({doc['eviction_policy_verified']}, "
@@ -124,5 +126,9 @@ def render_curve(doc: dict):
             check.add_row(f"{v['pool_tokens']:,}", f"{v['curve_hit_rate']:.2%}",
                           f"{v['exact_hit_rate']:.2%}", f"{v['error'] * 100:+.2f} pp")
         parts.append(check)
+    if valid is not None and any(r["pool_tokens"] is not None and r["pool_tokens"] < valid
+                                 for r in doc["table"]):
+        parts.append(Text(f"* below {valid:,} tokens: the arrival-order estimate (a replay "
+                          "there queues differently)", style="dim"))
     parts.append(Text(f"- {doc['assumption']}", style="dim"))
     return Group(*parts)

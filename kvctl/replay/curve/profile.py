@@ -5,16 +5,21 @@
     H(C)                = hit tokens(C) / prompt tokens        (seed 003 eq. (2), H_prefix)
 
 It assumes LRU over pages (SGLang's `--radix-eviction-policy lru`, leaf eviction; a parent
-is never older than its child, so leaf eviction keeps what a page LRU keeps) and no other
-claims on the pool: running requests' pages, which SGLang pins, and leaf nodes evicted
-whole are not modeled. Every output says so; `--verify-points` measures the error.
+is never older than its child, so leaf eviction keeps what a page LRU keeps). With a
+replay's schedule (`build_curve(stream, schedule)`, what `--curve` does) the pass runs in
+that replay's event order (scheduled.py: running requests' pinned pages, same-batch
+misses, prompts inserted after prefill, waiting-prefix refreshes), which holds at pools
+that fit the replay's running requests (`anchor_pages`); below, and without a schedule,
+each request alone in arrival order (distance.py). Every output states which
+(`assumption`); `--verify-points` measures the error.
 
-The prompt tokens split three ways, at an unbounded pool:
+The prompt tokens split four ways, at an unbounded pool:
 
-    prompt = ceiling hits + compulsory misses (first touches) + uncacheable (the S-1 cap
-             and the partial last page: tokens no match can ever return)
+    prompt = ceiling hits + compulsory misses (first touches) + in flight (matched while
+             the request computing them ran: event order only) + uncacheable (the S-1
+             cap and the partial last page: tokens no match can ever return)
 
-The sampled estimate of the same curve, for a live engine, is
+The sampled estimate of the arrival-order curve, for a live engine, is
 engine_adapter.instrument.whatif (SHARDS-style, depth-stratified).
 """
 

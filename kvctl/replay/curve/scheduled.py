@@ -1,36 +1,39 @@
 """Stack distances in a replay's event order: matches at admission, pages pinned while a
-request runs, inserts when its prompt is done, release at its finish.
+request runs, prompts inserted when their prefill is done, release at finish, and the
+scheduler's waiting-prefix refreshes.
 
 The arrival-order pass (distance.py) sees each request alone, at once. A replay runs many
 requests together (SGLang's scheduler, up to 256 running): a request is matched when it is
 admitted, its prompt reaches the tree when its prefill is done, its whole sequence when it
-finishes, and until then its pages are locked. Three events per request, in the order one
-replay ran them (schedule.py), drive the same Fenwick pass with two more counters:
+finishes, and until then its pages are locked. The events of one replay (schedule.py), in
+its order, drive the same Fenwick pass with a pinned set and a count of private pages:
 
-    MATCH r    every matchable page looked up (nothing moves), then every prompt page of r
-               pinned: taken off the LRU stack into the pinned set (refcount per page)
-    PROMPT r   r's prompt is in the tree: its pinned pages are now matchable by anyone;
-               its output pages start to take room (private: in no tree yet)
-    FINISH r   r's pages leave the pinned set, deepest first (output pages, then the
-               prompt from its last page back), each onto the top of the LRU stack
+    MATCH r    r's matchable pages looked up (nothing moves), then its prompt pages
+               pinned: off the stack, into the pinned set (a refcount per page)
+    PROMPT r   r's prompt is in the tree: its pinned pages are matchable by anyone; its
+               output pages start to take room (private: in no tree yet)
+    FINISH r   r's pages leave the pinned set deepest first (output pages, then the
+               prompt from its last page back), each onto the top of the stack
+    REFRESH w  w's matched prefix touched (SGLang's match_prefix on a waiting request)
 
     distance of an unpinned page X = (unpinned pages touched since X)     Fenwick
-                                   + (distinct pinned pages)              `pinned`
-                                   + (private pages: outputs, copies)     `private`
+                                   + (pinned pages)                       `pinned`
+                                   + (running requests' output pages)     `private`
 
-A page a pool of C pages holds is one of those C; a running request's pages cannot be
-evicted, so they take room ahead of every cached page (a hit at C iff distance < C). A
-pinned page is matchable only once it is in the tree:
+A pool of C pages holds the running requests' pages first (they cannot be evicted), so a
+hit at C iff distance < C. A pinned page is resident as long as it is pinned, and
+matchable once it is in the tree:
 
-    pinned and inserted (a holder's PROMPT passed)       distance 0 (resident, locked)
-    pinned, not yet inserted, matched by a holder at d   distance d: it is in the tree at
-                                                         sizes where that holder hit it
-    pinned, not inserted, first seen by a holder         COLD: requests admitted together
-                                                         cannot hit each other's new pages
+    pinned, a holder's prompt done (in the tree)     distance 0
+    pinned, no holder's prompt done yet              the distance its first holder matched
+                                                     it at: in the tree at the sizes that
+                                                     holder hit it; COLD where that holder
+                                                     computed it (one batch cannot hit
+                                                     its own new pages)
 
-A request that misses a page another running request computes holds its own copy until its
-prompt is inserted (SGLang frees the duplicate then): `private` counts those copies where
-the first holder's miss is certain (a first touch). Pure; compiled with numba.
+A touch that SGLang makes only where a page is resident (a match, a refresh) is a touch at
+the sizes where it hit: the page keeps a floor, the distance it was matched at, below
+which it is not resident (`floor`). Pure; compiled with numba.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ Each request, in arrival order, looks up its prompt's full pages (SGLang's match
 inserts them and the pages of its output (SGLang inserts the whole committed sequence when
 the request finishes; distance.py fixes the order of the touches). Output pages hold
 synthetic ids no other prompt contains, so they are never hit; they still take cache
-room, which is why they are in the stream. They are inserted right with the prompt (as if
-the request finished at once): the stream has no clock, one reason the curve is an estimate.
+room, which is why they are in the stream. The stream has no clock: in arrival order they
+are inserted right with the prompt (distance.py); a replay's schedule (schedule.py) says
+when each request was really matched, inserted and finished (scheduled.py), by `rids`.
 
     request r:  prompt S tokens, output O tokens, page P
     accesses:   [ prompt page 0 .. floor(S/P)-1 | output pages ]
