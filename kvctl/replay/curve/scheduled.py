@@ -179,11 +179,16 @@ def event_distances(keys: np.ndarray, starts: np.ndarray, prompt_pages: np.ndarr
         dense, np.asarray(starts, dtype=np.int64), np.asarray(prompt_pages, dtype=np.int64),
         np.asarray(matchable, dtype=np.int64), np.asarray(kinds, dtype=np.int8),
         np.asarray(requests, dtype=np.int64), int(dense.max()) + 1,
-        _positions(requests, starts))
+        _positions(kinds, requests, starts, matchable))
     return EventDistances(out, int(peak))
 
 
-def _positions(requests, starts) -> int:
-    """Stack positions the pass may use: an event touches at most its request's pages."""
+def _positions(kinds, requests, starts, matchable) -> int:
+    """Stack positions the pass uses: a FINISH touches its request's pages, a REFRESH at
+    most its matchable ones; nothing else touches the stack."""
+    kinds = np.asarray(kinds)
+    requests = np.asarray(requests, dtype=np.int64)
     sizes = np.diff(np.asarray(starts, dtype=np.int64))
-    return int(sizes[np.asarray(requests, dtype=np.int64)].sum()) + 1
+    finished = int(sizes[requests[kinds == FINISH]].sum())
+    refreshed = int(np.asarray(matchable, dtype=np.int64)[requests[kinds == REFRESH]].sum())
+    return finished + refreshed + 1
