@@ -103,8 +103,11 @@ def replay_command(
         "With --against: the model's vocabulary, when its config.json is not readable "
         "here."))] = None,
     curve: Annotated[bool, Opt("--curve", help=(
-        "Hit rate at every pool size from one stack-distance pass (LRU assumed; Mooncake "
-        "traces); with --out, curve.png."))] = False,
+        "Hit rate at every pool size from one unbounded replay and one stack-distance pass "
+        "in its event order (LRU assumed; Mooncake traces); with --out, curve.png."))] = False,
+    curve_order: Annotated[str, Opt(help=(
+        "With --curve: replay (the event order of one unbounded replay) or arrival (each "
+        "request alone in arrival order: seconds, no replay, no concurrency)."))] = "replay",
     verify_points: Annotated[int, Opt(help=(
         "With --curve: replay N pool sizes exactly and print them beside the curve."))] = 0,
     hicache_ratio: Annotated[Optional[float], Opt(help=(
@@ -236,12 +239,15 @@ def replay_command(
         raise InputError("--ray-address needs --executor ray")
     if verify_points and not curve:
         raise InputError("--verify-points needs --curve")
+    if curve_order not in ("replay", "arrival"):
+        raise InputError(f"--curve-order {curve_order!r}: expected replay or arrival")
     if curve:
         if sweep:
             raise InputError("--curve answers every pool size at once: drop --sweep")
         from kvctl.cli.replay_curve import run_curve
 
-        run_curve(base, out, json_output, verify_points, parallel)
+        run_curve(base, out, json_output, verify_points, parallel,
+                  scheduled=curve_order == "replay")
     elif sweep:
         _sweep(base, sweep, parallel, out, json_output, executor=executor,
                ray_address=ray_address)
