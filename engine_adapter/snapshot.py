@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine_adapter.fleet_view import ReplicaView, RouterView
 from engine_adapter.funnel import Funnel
 from engine_adapter.hicache_state import HiCacheIO, HostLedger  # noqa: F401 (re-exported)
 from engine_adapter.tree_nodes import EMPTY, TreeNodes, TreeNodeView  # noqa: F401 (re-exported)
@@ -274,6 +275,10 @@ class Snapshot:
     #                is their sum (each rank's sample balances, so the sum does)
     server_ledger: PoolLedger | None = None
     rank_ledgers: tuple[PoolLedger, ...] = ()
+    # A fleet's snapshot (engine_adapter/fleet_view.py): each replica beside the sum above,
+    # and the router's own figures, from the same read; () and None for one engine
+    replicas: tuple[ReplicaView, ...] = ()
+    router: RouterView | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.tree_nodes, TreeNodes):  # rows given: store them by column

@@ -27,14 +27,17 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from engine_adapter.protocol import SnapshotSource
 from engine_adapter.snapshot import Snapshot
+from telemetry.fleet_metrics import FLEET_DOWN_FAMILIES
 from telemetry.hygiene import NamespaceLabeler
 from telemetry.metrics_table import METRICS, METRICS_BY_NAME, MetricSpec
 
 log = logging.getLogger(__name__)
 _UP = METRICS_BY_NAME["kvctl_up"]
-# What a disconnected source still says truthfully: that it is down, and why (its alerts).
+# What a disconnected source still says truthfully: that it is down, and why (its alerts);
+# a fleet whose every replica is down: which replicas are down, and what its router counts.
 DOWN_FAMILIES: tuple[str, ...] = (
     "kvctl_snapshot_read_seconds", "kvctl_connected", "kvctl_alert_active", "kvctl_alerts_active",
+    *FLEET_DOWN_FAMILIES,
 )
 
 

@@ -20,6 +20,7 @@ from collections import Counter as _Tally
 from typing import Callable, Iterable
 
 from engine_adapter.snapshot import Snapshot
+from telemetry.fleet_metrics import FLEET_METRICS
 from telemetry.hicache_metrics import HICACHE_ROWS
 from telemetry.metric_spec import MetricSpec, Sample  # defined there, read from here too
 from telemetry.whatif_metrics import WHATIF_METRICS
@@ -288,5 +289,6 @@ METRICS: tuple[MetricSpec, ...] = (
 )
 
 METRICS += WHATIF_METRICS
+METRICS += FLEET_METRICS
 
 METRICS_BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}

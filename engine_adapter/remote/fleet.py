@@ -1,7 +1,9 @@
 """A fleet of SGLang workers: per-worker reads, an aggregate snapshot, and routing what-ifs.
 
-`Fleet` is itself a SnapshotSource (its snapshot is the aggregate), so the exporter and the
-TUI can watch a fleet the way they watch one worker.
+`Fleet` is itself a SnapshotSource (its snapshot is the aggregate, which carries every
+replica beside the sum and, given the router's metrics address, the router's own figures:
+engine_adapter/fleet_view.py), so the exporter and the TUI can watch a fleet the way they
+watch one worker.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Sequence
 from engine_adapter.receipts import Receipt
 from engine_adapter.remote.fleet_aggregate import aggregate
 from engine_adapter.remote.remote_engine import RemoteEngine, RemoteRead
+from engine_adapter.remote.router_metrics import read_router_metrics
 from engine_adapter.remote.routing import Candidate, RouteDecision, choose_worker, page_hashes
 from engine_adapter.remote.wire import GPU
 from engine_adapter.snapshot import Snapshot
@@ -39,11 +42,13 @@ class Fleet:
     """Several RemoteEngines. `kv_events[i]` / `plugin_urls[i]` (optional) override worker i's
     event endpoint / kvctl plugin endpoint (else both come from its /server_info).
 
-    Owns its engines: `close()` closes them all (idempotent).
+    `router_metrics`: the router's Prometheus endpoint (router_metrics.py), read with every
+    read(); None: no router figures. Owns its engines: `close()` closes them all (idempotent).
     """
 
     def __init__(self, urls: Sequence[str], *, kv_events: Sequence[str | None] = (),
-                 plugin_urls: Sequence[str | None] = (), **options):
+                 plugin_urls: Sequence[str | None] = (), router_metrics: str | None = None,
+                 **options):
         if not urls:
             raise InputError("a fleet needs at least one --url")
         for option, given in (("--kv-events", kv_events), ("--plugin-url", plugin_urls)):
@@ -56,14 +61,21 @@ class Fleet:
             for url, endpoint, plugin in zip(urls, endpoints, plugins, strict=True)
         )
         self._seq = 0
+        self.router_metrics = router_metrics
+        self._timeout_s = float(options.get("timeout_s", 2.0))
 
     def read(self) -> FleetRead:
         self._seq += 1
         reads = tuple(engine.read() for engine in self.engines)
+        router = None
+        if self.router_metrics is not None:
+            router = read_router_metrics(self.router_metrics, [r.url for r in reads],
+                                         timeout_s=self._timeout_s)
         return FleetRead(
             workers=reads,
             aggregate=aggregate(
-                [(r.url, r.snapshot) for r in reads], seq=self._seq, wall_time_s=time.time()
+                [(r.url, r.snapshot) for r in reads], seq=self._seq, wall_time_s=time.time(),
+                loads=[r.load for r in reads], router=router,
             ),
         )
 

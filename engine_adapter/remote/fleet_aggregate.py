@@ -3,7 +3,8 @@
 Connected workers are summed field by field (pool ledger, counters, funnel, tree); a
 quantity that is None on any worker stays None in the sum. Disconnected workers add a
 `fleet_worker_down` alert and nothing else. Workers' own alerts are kept, their evidence
-prefixed with the worker URL.
+prefixed with the worker URL. Each worker also stays in the sum as a `ReplicaView`
+(engine_adapter/fleet_view.py): its own ledger and hit rate, or down with no figures.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import dataclasses
 from collections import Counter
 from typing import Sequence
 
+from engine_adapter.fleet_view import ReplicaView, RouterView
 from engine_adapter.funnel import Funnel, FunnelStage, PrefixLengths, Rejection
 from engine_adapter.snapshot import (
     Alert,
@@ -24,10 +26,16 @@ from engine_adapter.snapshot import (
 )
 
 
-def aggregate(workers: Sequence[tuple[str, Snapshot]], *, seq: int, wall_time_s: float) -> Snapshot:
-    """The fleet view of `(url, snapshot)` pairs; the first worker's snapshot shapes it."""
+def aggregate(workers: Sequence[tuple[str, Snapshot]], *, seq: int, wall_time_s: float,
+              loads: Sequence[int | None] = (), router: RouterView | None = None) -> Snapshot:
+    """The fleet view of `(url, snapshot)` pairs; the first worker's snapshot shapes it.
+    `loads[i]`: worker i's running + queued requests (None: unknown); `router`: the
+    router's own figures, carried as they are."""
     if not workers:
         raise ValueError("a fleet needs at least one worker")
+    loads = list(loads) + [None] * (len(workers) - len(loads))
+    replicas = tuple(replica_view(url, s, load)
+                     for (url, s), load in zip(workers, loads, strict=True))
     live = [s for _, s in workers if s.connected]
     alerts = [
         dataclasses.replace(a, evidence=f"{url}: {a.evidence}")
@@ -45,7 +53,7 @@ def aggregate(workers: Sequence[tuple[str, Snapshot]], *, seq: int, wall_time_s:
     if not live:
         return dataclasses.replace(
             base, seq=seq, wall_time_s=wall_time_s, connected=False,
-            alerts=tuple(alerts), notes=notes,
+            alerts=tuple(alerts), notes=notes, replicas=replicas, router=router,
         )  # fmt: skip
     page_sizes = {s.info.page_size for s in live}
     page_size = next(iter(page_sizes)) if len(page_sizes) == 1 else 1
@@ -70,7 +78,20 @@ def aggregate(workers: Sequence[tuple[str, Snapshot]], *, seq: int, wall_time_s:
         alerts=tuple(alerts),
         connected=True,
         notes=notes + base.notes[-5:],
+        replicas=replicas,
+        router=router,
     )
+
+
+def replica_view(url: str, snapshot: Snapshot, load: int | None = None) -> ReplicaView:
+    """One worker beside the sum: its figures, or none at all when it is down (its
+    snapshot's numbers are then placeholders or stale, never a reading)."""
+    if not snapshot.connected:
+        return ReplicaView(url=url, connected=False)
+    c = snapshot.counters
+    return ReplicaView(url=url, connected=True, ledger=snapshot.ledger,
+                       hit_rate=snapshot.hit_rate, requests_finished=c.requests_finished,
+                       prompt_tokens=c.prompt_tokens, hit_tokens=c.hit_tokens, load=load)
 
 
 def _same(values: Sequence[str]) -> str:

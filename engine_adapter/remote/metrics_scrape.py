@@ -85,14 +85,15 @@ class MetricsReading:
         return None if value is None else int(round(value))
 
 
-def parse_metrics(text: str) -> MetricsReading:
-    """Parse Prometheus text exposition; keeps `sglang:*` samples, counts bad lines."""
+def parse_metrics(text: str, *, prefix: str = "sglang:") -> MetricsReading:
+    """Parse Prometheus text exposition; keeps the samples named `prefix*` (SGLang's own
+    `sglang:*` by default; sglang-router's `smg_*`), counts bad lines."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
         families = list(text_string_to_metric_families(text))
         samples = [s for f in families for s in f.samples]
-        return MetricsReading(samples=_keep(samples))
+        return MetricsReading(samples=_keep(samples, prefix))
     except Exception:  # the parser stops at the first bad line: salvage line by line
         pass
     samples, malformed, first = [], 0, None
@@ -106,7 +107,7 @@ def parse_metrics(text: str) -> MetricsReading:
         except Exception:
             malformed += 1
             first = first or line[:120]
-    return MetricsReading(samples=_keep(samples), malformed_lines=malformed, first_malformed=first)
+    return MetricsReading(samples=_keep(samples, prefix), malformed_lines=malformed, first_malformed=first)
 
 
 def scrape_metrics(base_url: str, *, timeout_s: float) -> MetricsReading:
@@ -117,11 +118,11 @@ def scrape_metrics(base_url: str, *, timeout_s: float) -> MetricsReading:
     return parse_metrics(body.decode("utf-8", errors="replace"))
 
 
-def _keep(samples) -> tuple[Sample, ...]:
+def _keep(samples, prefix: str) -> tuple[Sample, ...]:
     return tuple(
         Sample(s.name, tuple(sorted(s.labels.items())), float(s.value))
         for s in samples
-        if s.name.startswith("sglang:")
+        if s.name.startswith(prefix)
     )
 
 

@@ -18,6 +18,7 @@ import typer
 
 from kvctl.cli.output import console, print_json_line
 from kvctl.cli.device_option import DeviceOption, resolve_device_option
+from kvctl.cli.fleet_options import RouterMetrics
 from kvctl.cli.plugin_options import PluginToken
 from kvctl.errors import InputError, RuntimeFailure
 
@@ -39,6 +40,7 @@ def exporter_command(
         "its ledger, delta_ref and funnel are exported under the embedded engine's names.")]
     = None,
     plugin_token: PluginToken = None,
+    router_metrics: RouterMetrics = None,
     host: Annotated[str, Opt(help="Address to listen on (loopback unless you say otherwise).")]
     = "127.0.0.1",
     port: Annotated[int, Opt(help="Port for /metrics; 0 picks a free one.")] = 9464,
@@ -84,7 +86,8 @@ def exporter_command(
 
     labeler = NamespaceLabeler(allow=allow_namespace or ())
     source = _source(scenario=scenario, trace=trace, urls=url, kv_events=kv_events or [],
-                     plugin_urls=plugin_url or [], plugin_token=plugin_token, pace=pace or None,
+                     plugin_urls=plugin_url or [], plugin_token=plugin_token,
+                     router_metrics=router_metrics, pace=pace or None,
                      interval_s=interval, pool_tokens=pool_tokens,
                      receipts=otlp_enabled(), device=resolved_device)
     try:
@@ -129,30 +132,27 @@ def _is_loopback(host: str) -> bool:
 
 
 def _source(*, scenario, trace, urls, kv_events, plugin_urls, plugin_token, pace, interval_s,
-            pool_tokens, receipts, device="cpu"):
+            pool_tokens, receipts, device="cpu", router_metrics=None):
     """The snapshot source to export: a live run on the embedded engine, one remote server
-    (with its kvctl plugin when there is one), or a fleet of them (the aggregate). Bad input
-    fails here, before anything runs."""
+    (with its kvctl plugin when there is one), or a fleet of them (the aggregate, every
+    replica and the router's figures: engine_adapter/remote/attach.py). Bad input fails
+    here, before anything runs."""
     if urls:
-        from engine_adapter.remote.router_workers import expand
+        from engine_adapter.remote.attach import plan_attach
 
-        given = len(urls)
-        urls, routers = expand(urls)  # a router's URL stands for its workers
-        if routers and (kv_events or plugin_urls):
-            raise InputError("--kv-events and --plugin-url go per worker --url; behind a "
-                             "router each worker's come from its /server_info")
-        if len(urls) == 1 and given == 1 and not routers:
+        plan = plan_attach(urls, kv_events=kv_events, plugin_urls=plugin_urls,
+                           router_metrics=router_metrics)
+        if not plan.is_fleet:
             from engine_adapter.remote.remote_engine import RemoteEngine
 
             if len(plugin_urls) > 1:
                 raise InputError(f"{len(plugin_urls)} --plugin-url for 1 --url")
-            return RemoteEngine(urls[0], kv_events=kv_events[0] if kv_events else None,
+            return RemoteEngine(plan.workers[0], kv_events=kv_events[0] if kv_events else None,
                                 plugin_url=plugin_urls[0] if plugin_urls else None,
                                 plugin_token=plugin_token)
-        from engine_adapter.remote.fleet import Fleet
-
-        return Fleet(urls, kv_events=kv_events, plugin_urls=plugin_urls,
-                     plugin_token=plugin_token)
+        return plan.fleet(plugin_token=plugin_token)
+    if router_metrics is not None:
+        raise InputError("--router-metrics only applies with a router's --url")
     from kvctl.replay.live_sources import plan_live_run
 
     plan = plan_live_run(scenario=scenario, trace=trace, pace=pace, pool_tokens=pool_tokens,

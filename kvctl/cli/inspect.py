@@ -17,6 +17,7 @@ import typer
 from kvctl.cli.output import console, print_json, to_jsonable
 from kvctl.tui.format import whatif as whatif_line  # one wording with kvctl monitor
 from kvctl.tui.host_tier import host_tier_derived, host_tier_rows
+from kvctl.cli.fleet_options import RouterMetrics
 from kvctl.cli.plugin_options import PluginToken
 from kvctl.errors import InputError, RuntimeFailure
 
@@ -73,6 +74,7 @@ def inspect_command(
         ),
     ] = None,
     plugin_token: PluginToken = None,
+    router_metrics: RouterMetrics = None,
     wait: Annotated[float, Opt(help="Seconds to let each KV-event mirror replay.")] = 2.0,
     timeout: Annotated[float, Opt(help="HTTP timeout per request, seconds.")] = 2.0,
     json_out: Annotated[bool, Opt("--json", help="Print JSON instead of tables.")] = False,
@@ -86,15 +88,12 @@ def inspect_command(
     prompt = load_prompt(prompt_file) if prompt_file is not None else None
     salt = cache_salt if cache_salt is not None else (prompt or {}).get("cache_salt")
 
-    from engine_adapter.remote.fleet import Fleet
-    from engine_adapter.remote.router_workers import expand
+    from engine_adapter.remote.attach import plan_attach
 
-    url, routers = expand(url, timeout_s=timeout)  # a router's URL: its workers
-    if routers and (kv_events or plugin_url):
-        raise InputError("--kv-events and --plugin-url go per worker --url; behind a router "
-                         "each worker's come from its /server_info")
-    fleet = Fleet(url, kv_events=kv_events or (), plugin_urls=plugin_url or (),
-                  plugin_token=plugin_token, timeout_s=timeout)
+    plan = plan_attach(url, kv_events=kv_events or (), plugin_urls=plugin_url or (),
+                       router_metrics=router_metrics, timeout_s=timeout)
+    url, routers = list(plan.workers), list(plan.routers)  # a router's URL: its workers
+    fleet = plan.fleet(plugin_token=plugin_token, timeout_s=timeout)
     try:
         fleet.wait_for_events(wait)
         result = fleet.read()
@@ -182,6 +181,8 @@ def build_document(result: "FleetRead", route) -> dict[str, Any]:
         document = {"workers": workers, "aggregate": _snapshot_doc(result.aggregate),
                     # the aggregate sums the connected workers only: partial when any is down
                     "workers_down": down, "partial": down > 0}
+        if result.aggregate.router is not None:  # the router's own figures (or why none)
+            document["router_metrics"] = to_jsonable(result.aggregate.router)
     if route is not None:
         decision, matches = route
         document["route"] = {
@@ -250,6 +251,8 @@ def _pct(value) -> str:
 
 
 def render(result: "FleetRead", route) -> None:
+    from rich.text import Text
+
     from kvctl.cli.fit_table import FitTable
     from kvctl.cli.glossary_terms import FOOTER
 
@@ -257,34 +260,19 @@ def render(result: "FleetRead", route) -> None:
     for read in result.workers:
         _render_worker(out, read)
     if len(result.workers) > 1:
+        from kvctl.tui.fleet_rows import columns, fleet_rows, router_state
+
         fleet = FitTable(title="Fleet", show_edge=False)
-        columns = ("worker", "connected", "pool", "free", "evictable", "used", "cached")
-        for column in columns + ("hit rate", "load"):
-            fleet.add_column(column, justify="left" if column == "worker" else "right")
-        for read in result.workers:
-            fleet.add_row(*_fleet_row(read.url, read.snapshot, _n(read.load)))
-        down = sum(1 for read in result.workers if not read.snapshot.connected)
-        label = f"all (partial: {down} of {len(result.workers)} down)" if down else "all"
-        fleet.add_row(*_fleet_row(label, result.aggregate, ""))
+        for column in columns(result.aggregate):
+            fleet.add_column(column, justify="left" if column == "replica" else "right")
+        for row in fleet_rows(result.aggregate):
+            fleet.add_row(*row)
         out.print(fleet)
+        if (line := router_state(result.aggregate.router)) is not None:
+            out.print(Text(line))
     if route is not None:
         _render_route(out, *route)
     out.print(f"[dim]{FOOTER}[/dim]")
-
-
-def _fleet_row(name: str, s: "Snapshot", load: str) -> tuple[str, ...]:
-    ledger = s.ledger
-    return (
-        name,
-        str(s.connected),
-        _n(ledger.pool_tokens),
-        _n(ledger.free_tokens),
-        _n(ledger.evictable_tokens),
-        _n(ledger.used_tokens),
-        _n(s.tree.cached_tokens),
-        _pct(s.hit_rate),
-        load,
-    )
 
 
 def _worker_rows(read: "RemoteRead") -> list[tuple[str, str]]:

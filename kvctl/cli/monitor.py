@@ -2,7 +2,9 @@
 
 `kvctl monitor` with no source runs the shipped coding-agents scenario on the embedded
 engine (SGLang's real radix cache, on CPU), live. `--scenario FILE` or `--trace FILE` runs
-another workload; `--url URL` attaches read-only to a running SGLang server. Keys: `?` help,
+another workload; `--url URL` attaches read-only to a running SGLang server; a router's URL
+(or several `--url`) watches the fleet: every replica beside the sum, and the router's own
+counts (`--router-metrics`). Keys: `?` help,
 `p` pause, `/` filter the tree, `f` flush (embedded only, asks first), `q` quit.
 `--json` prints one snapshot instead of starting the UI.
 """
@@ -17,6 +19,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvctl.cli.device_option import DeviceOption, resolve_device_option
+from kvctl.cli.fleet_options import RouterMetrics
 from kvctl.cli.plugin_options import PluginToken
 from kvctl.errors import InputError, RuntimeFailure
 
@@ -37,8 +40,9 @@ def monitor_command(
         Opt("--trace", help="Trace file to replay live on the embedded engine (once)."),
     ] = None,
     url: Annotated[
-        Optional[str],
-        Opt("--url", help="Attach read-only to a running SGLang server, http://HOST:PORT."),
+        Optional[list[str]],
+        Opt("--url", help="Attach read-only to a running SGLang server, http://HOST:PORT; a "
+            "router's URL (sglang-router) or several --url: the fleet, every replica."),
     ] = None,
     kv_events: Annotated[
         Optional[str],
@@ -57,6 +61,7 @@ def monitor_command(
         ),
     ] = None,
     plugin_token: PluginToken = None,
+    router_metrics: RouterMetrics = None,
     refresh: Annotated[float, Opt(help="Seconds between screen refreshes.")] = 0.5,
     pace: Annotated[
         float, Opt(help="Embedded workloads: virtual seconds per wall second, idle gaps "
@@ -72,6 +77,7 @@ def monitor_command(
     ] = False,
     device: DeviceOption = None,
 ) -> None:
+    url = url or None  # typer gives [] for a list option not given
     if sum(x is not None for x in (scenario, trace, url)) > 1:
         raise InputError("give at most one of --scenario FILE, --trace FILE, --url URL")
     if refresh <= 0:
@@ -84,6 +90,8 @@ def monitor_command(
         raise InputError("--kv-events only applies with --url")
     if plugin_url is not None and url is None:
         raise InputError("--plugin-url only applies with --url")
+    if router_metrics is not None and url is None:
+        raise InputError("--router-metrics only applies with a router's --url")
     if url is not None and (seed is not None or pool_tokens is not None):
         raise InputError("--seed and --pool-tokens apply to embedded workloads, not --url")
     resolved_device = resolve_device_option(device, url_given=url is not None)
@@ -95,8 +103,18 @@ def monitor_command(
         seed=seed, pace=pace or None, pool_tokens=pool_tokens, snapshot_interval_s=refresh,
         device=resolved_device,
     )
-    if url is not None:
-        plan = sources.remote_source(url, kv_events=kv_events, plugin_url=plugin_url,
+    per_server = kv_events is not None or plugin_url is not None
+    if url is not None and per_server and (len(url) > 1 or router_metrics is not None):
+        raise InputError("--kv-events and --plugin-url apply to one server's --url, not a "
+                         "fleet (behind a router each worker's come from its /server_info)")
+    fleet = None
+    if url is not None and not per_server:  # a router's URL or several: the fleet
+        fleet = sources.fleet_source(url, router_metrics=router_metrics,
+                                     plugin_token=plugin_token)
+    if fleet is not None:
+        plan = fleet
+    elif url is not None:
+        plan = sources.remote_source(url[0], kv_events=kv_events, plugin_url=plugin_url,
                                      plugin_token=plugin_token)
     elif trace is not None:
         plan = sources.embedded_source(trace=trace, **common)

@@ -103,8 +103,11 @@ def replay_command(
         "With --against: the model's vocabulary, when its config.json is not readable "
         "here."))] = None,
     curve: Annotated[bool, Opt("--curve", help=(
-        "Hit rate at every pool size from one stack-distance pass (LRU assumed; Mooncake "
-        "traces); with --out, curve.png."))] = False,
+        "Hit rate at every pool size from one unbounded replay and one stack-distance pass "
+        "in its event order (LRU assumed; Mooncake traces); with --out, curve.png."))] = False,
+    curve_order: Annotated[str, Opt(help=(
+        "With --curve: replay (the event order of one unbounded replay) or arrival (each "
+        "request alone in arrival order: seconds, no replay, no concurrency)."))] = "replay",
     verify_points: Annotated[int, Opt(help=(
         "With --curve: replay N pool sizes exactly and print them beside the curve."))] = 0,
     hicache_ratio: Annotated[Optional[float], Opt(help=(
@@ -141,8 +144,12 @@ def replay_command(
         "With --against a router: its workers (http://HOST:PORT, repeatable) when the "
         "router's GET /workers should not be used."))] = None,
     save_cost_model: Annotated[Optional[Path], Opt(help=(
-        "With --against a router: write the step-cost model fitted on this drive's steps, "
+        "With --against: write the step-cost model fitted on all of this drive's steps, "
         "for --cost-model on another drive (an out-of-sample clock)."))] = None,
+    fit_share: Annotated[Optional[float], Opt(help=(
+        "With --against: fit the clock on the steps of the first F of the requests sent "
+        "and judge TTFT on the rest, held out (0 < F < 1, default 0.5; not with "
+        "--cost-model)."))] = None,
     regret: Annotated[bool, Opt("--regret", help=(
         "Fleet: also replay the oracle router and report the hit tokens this router "
         "missed."))] = False,
@@ -159,8 +166,10 @@ def replay_command(
     if replicas is None and router is None and not fleet_sweep and (
             regret or any(v is not None for v in fleet_options.values())):
         raise InputError("--regret and router options go with --replicas N --router POLICY")
-    if against is None and (speedup != 1.0 or vocab_size is not None or plugin_url):
-        raise InputError("--speedup, --vocab-size and --plugin-url go with --against URL")
+    if against is None and (speedup != 1.0 or vocab_size is not None or plugin_url
+                            or fit_share is not None):
+        raise InputError("--speedup, --vocab-size, --plugin-url and --fit-share go with "
+                         "--against URL")
     if against is not None and (hicache_ratio, hicache_size, hicache_write_policy) != (None,) * 3:
         raise InputError("--hicache-ratio/--hicache-size/--hicache-write-policy replay a trace "
                          "through SGLang's HiCache; --against does not take them")
@@ -175,14 +184,14 @@ def replay_command(
             workers=workers, speedup=speedup, limit=limit, vocab_size=vocab_size,
             seed=seed, deployment=Deployment(model=model, gpu=gpu, tp=tp),
             json_output=json_output, cost_model=cost_model, save_cost_model=save_cost_model,
-            given={
+            fit_share=fit_share, given={
                 "pool_tokens": pool_tokens is not None, "pool_gb": pool_gb is not None,
                 "page_size": page_size is not None, "eviction": eviction is not None,
                 "max_running": max_running is not None, "token_budget": token_budget is not None,
                 "tau_high": tau_high is not None, "sweep": bool(sweep), "out": out is not None,
                 "plugin_url": plugin_url is not None, "regret": regret})
-    if save_cost_model is not None:
-        raise InputError("--save-cost-model goes with --against ROUTER_URL")
+    if save_cost_model is not None and against is None:
+        raise InputError("--save-cost-model goes with --against URL")
     if workers:
         raise InputError("--workers goes with --against ROUTER_URL")
     if against is not None:  # the twin: kvctl/twin, kvctl/cli/twin.py
@@ -191,7 +200,8 @@ def replay_command(
         return against_command(
             str(workload), against, speedup=speedup, limit=limit, vocab_size=vocab_size,
             seed=seed, deployment=Deployment(model=model, gpu=gpu, tp=tp),
-            json_output=json_output, cost_model=cost_model, plugin_url=plugin_url, given={
+            json_output=json_output, cost_model=cost_model, plugin_url=plugin_url,
+            fit_share=fit_share, save_cost_model=save_cost_model, given={
                 "pool_tokens": pool_tokens is not None, "pool_gb": pool_gb is not None,
                 "page_size": page_size is not None, "eviction": eviction is not None,
                 "max_running": max_running is not None, "token_budget": token_budget is not None,
@@ -229,12 +239,15 @@ def replay_command(
         raise InputError("--ray-address needs --executor ray")
     if verify_points and not curve:
         raise InputError("--verify-points needs --curve")
+    if curve_order not in ("replay", "arrival"):
+        raise InputError(f"--curve-order {curve_order!r}: expected replay or arrival")
     if curve:
         if sweep:
             raise InputError("--curve answers every pool size at once: drop --sweep")
         from kvctl.cli.replay_curve import run_curve
 
-        run_curve(base, out, json_output, verify_points, parallel)
+        run_curve(base, out, json_output, verify_points, parallel,
+                  scheduled=curve_order == "replay")
     elif sweep:
         _sweep(base, sweep, parallel, out, json_output, executor=executor,
                ray_address=ray_address)

@@ -1,5 +1,6 @@
-"""`kvctl replay TRACE --curve`: the hit rate at every pool size from one stack-distance
-pass, a table and curve.png, and with --verify-points N exact replays side by side.
+"""`kvctl replay TRACE --curve`: the hit rate at every pool size from one unbounded replay
+(its schedule) and one stack-distance pass in that replay's event order, a table and
+curve.png, and with --verify-points N exact replays side by side.
 
 Orchestration and rendering only: the stream, the pass and the document live in
 kvctl.replay.curve. Bad input fails before any work (InputError, exit 2); --out is
@@ -16,7 +17,7 @@ from kvctl.errors import InputError
 
 
 def run_curve(base, out: Path | None, json_output: bool, verify_points: int,
-              parallel: int) -> None:
+              parallel: int, scheduled: bool = True) -> None:
     from kvctl.cli.output import console, print_json, versioned
     from kvctl.cli.replay_common import ProgressBar
     from kvctl.replay import sweep as sweeps
@@ -33,9 +34,10 @@ def run_curve(base, out: Path | None, json_output: bool, verify_points: int,
     resolved = prepared.resolved
     pool, page = resolved["pool_tokens"], resolved["page_size"]
     started = time.monotonic()
+    stream = mooncake_stream(base.workload, page_size=page, limit=base.limit)
+    schedule = _schedule(base, stream, json_output) if scheduled else None
     with ProgressBar(not json_output, "curve: one stack-distance pass") as bar:
-        stream = mooncake_stream(base.workload, page_size=page, limit=base.limit)
-        curve = build_curve(stream)
+        curve = build_curve(stream, schedule)
         if bar.bar is not None:
             bar.bar.update(bar.task, total=1, completed=1)
     seconds = time.monotonic() - started
@@ -72,6 +74,20 @@ def run_curve(base, out: Path | None, json_output: bool, verify_points: int,
         console().print(f"[dim]wrote {out}/report.json, curve.png[/]")
 
 
+def _schedule(base, stream, json_output: bool):
+    """One replay with `base`'s settings at an unbounded pool, recorded: its event order
+    holds at every pool that fits its running requests (kvctl/replay/curve/scheduled.py)."""
+    from kvctl.cli.replay_common import ProgressBar
+    from kvctl.replay.curve.schedule import ScheduleRecorder
+    from kvctl.replay.runner import prepare, run
+
+    unbounded = prepare(replace(base, pool_tokens=0, pool_gb=None, label="curve schedule"))
+    recorder = ScheduleRecorder(stream.rids, stream.arrival_s, unbounded.resolved["pool_tokens"])
+    with ProgressBar(not json_output, "curve: one unbounded replay (its schedule)") as bar:
+        run(unbounded, on_finished=recorder, on_engine=recorder.attach, on_progress=bar.replay)
+    return recorder.schedule()
+
+
 def render_curve(doc: dict):
     """The table people read: sizes, hit rates, and verified points side by side."""
     from rich import box
@@ -86,16 +102,19 @@ def render_curve(doc: dict):
         f"  ({w['requests']:,} requests, {doc['page_accesses']:,} page accesses at page "
         f"{doc['page_size']}, {doc['curve_seconds']:.1f} s)\n",
         f"ceiling {doc['ceiling_hit_rate']:.2%}   compulsory misses (first touches) "
-        f"{doc['compulsory_miss_share']:.2%}   uncacheable (S-1 cap, partial page) "
+        f"{doc['compulsory_miss_share']:.2%}   in flight (matched while their computer "
+        f"ran) {doc['concurrent_miss_share']:.2%}   uncacheable (S-1 cap, partial page) "
         f"{doc['uncacheable_share']:.2%} of prompt tokens",
     )
     table = FitTable(title="token hit rate H_prefix by pool size (LRU assumed)",
                      title_justify="left", box=box.SIMPLE_HEAD, key_columns=1)
     for column in ("pool", "tokens", "hit rate"):
         table.add_column(column, justify="left" if column == "pool" else "right", no_wrap=True)
+    valid = doc.get("schedule_valid_from_pool_tokens")
     for row in doc["table"]:
         size = "unbounded" if row["pool_tokens"] is None else f"{row['pool_tokens']:,}"
-        table.add_row(row["label"], size, f"{row['hit_rate']:.2%}")
+        below = valid is not None and row["pool_tokens"] is not None and row["pool_tokens"] < valid
+        table.add_row(row["label"], size, f"{row['hit_rate']:.2%}" + (" *" if below else ""))
     parts = [header, table]
     if doc["verified"]:
         check = FitTable(title=(f"curve vs exact replay ({doc['eviction_policy_verified']}, "
@@ -107,5 +126,9 @@ def render_curve(doc: dict):
             check.add_row(f"{v['pool_tokens']:,}", f"{v['curve_hit_rate']:.2%}",
                           f"{v['exact_hit_rate']:.2%}", f"{v['error'] * 100:+.2f} pp")
         parts.append(check)
+    if valid is not None and any(r["pool_tokens"] is not None and r["pool_tokens"] < valid
+                                 for r in doc["table"]):
+        parts.append(Text(f"* below {valid:,} tokens: the arrival-order estimate (a replay "
+                          "there queues differently)", style="dim"))
     parts.append(Text(f"- {doc['assumption']}", style="dim"))
     return Group(*parts)

@@ -16,7 +16,8 @@ _SERVER_SETTINGS = ("pool_tokens", "pool_gb", "page_size", "eviction", "max_runn
 
 def against_command(workload: str, url: str, *, speedup: float, limit: int | None,
                     vocab_size: int | None, seed: int | None, deployment, json_output: bool,
-                    given: dict, cost_model=None, plugin_url: str | None = None) -> None:
+                    given: dict, cost_model=None, plugin_url: str | None = None,
+                    fit_share: float | None = None, save_cost_model=None) -> None:
     from kvctl.cli.output import console, print_json, versioned
     from kvctl.cli.replay_common import ProgressBar
     from kvctl.replay.mooncake import scan_trace
@@ -26,14 +27,20 @@ def against_command(workload: str, url: str, *, speedup: float, limit: int | Non
     if clashing:
         flags = ", ".join("--" + name.replace("_", "-") for name in clashing)
         raise InputError(f"--against replays with the server's own settings: drop {flags}")
+    if save_cost_model is not None:  # before the drive and before reading the trace
+        from kvctl.record.writer import check_destination
+
+        check_destination(save_cost_model, what="--save-cost-model", example="clock.json")
     total = scan_trace(workload, limit=limit).requests
     bars = _Phases(ProgressBar(not json_output, "server answered", total=total),
                    ProgressBar(not json_output, "replay"))
     try:
         document = run_twin(workload, url, speedup=speedup, limit=limit, vocab_size=vocab_size,
                             seed=seed or 0, deployment=deployment, on_sent=bars.sent,
-                            on_replay=bars.replay, plugin_url=plugin_url,
-                            cost_model=str(cost_model) if cost_model is not None else None)
+                            on_replay=bars.replay, plugin_url=plugin_url, fit_share=fit_share,
+                            cost_model=str(cost_model) if cost_model is not None else None,
+                            save_cost_model=(str(save_cost_model) if save_cost_model is not None
+                                             else None))
     finally:
         bars.close()
     if json_output:
@@ -69,7 +76,9 @@ class _Phases:
 
 
 def render_twin(doc: dict):
-    """Predicted and measured side by side, then the notes."""
+    """Predicted and measured side by side, then the notes. Hit figures are over all
+    requests; the latency rows over the requests the clock is judged on (a held-out part
+    of the drive, or all of it with another run's clock), which a row above them names."""
     from rich import box
     from rich.console import Group
     from rich.text import Text
@@ -78,6 +87,7 @@ def render_twin(doc: dict):
     from kvctl.cli.replay_common import fmt_seconds as _sec
 
     m, p, a = doc["measured"], doc["predicted"], doc["agreement"]
+    jm, jp = a["judged"]["measured"], a["judged"]["predicted"]
     table = FitTable(title=f"{doc['trace']} against {doc['server']} (arrivals / "
                            f"{doc['speedup']:g})", title_justify="left", box=box.SIMPLE_HEAD)
     clock = p.get("clock")  # the prediction's clock (kvctl/twin/clock.py), when known
@@ -94,10 +104,13 @@ def render_twin(doc: dict):
         ("requests with equal hit tokens", "", "",
          _pct(a["hit_tokens_equal_share"]) + f" of {a['requests_compared']:,}"),
         ("evicted tokens", _int(m["evicted_tokens"]), _int(p["evicted_tokens"]), ""),
-        ("TTFT p50", _sec(m["ttft_p50_s"]), _sec(p["ttft_p50_s"]), _x(a["ttft_p50_ratio"])),
-        ("TTFT p99", _sec(m["ttft_p99_s"]), _sec(p["ttft_p99_s"]), _x(a["ttft_p99_ratio"])),
-        ("end-to-end p50", _sec(m["e2e_p50_s"]), _sec(p["e2e_p50_s"]), ""),
-        ("end-to-end p99", _sec(m["e2e_p99_s"]), _sec(p["e2e_p99_s"]), ""),
+        (Text(_judged_heading(a), style="bold"), "", "", ""),
+        ("  TTFT p50", _sec(jm["ttft_p50_s"]), _sec(jp["ttft_p50_s"]), _x(a["ttft_p50_ratio"])),
+        ("  TTFT p99", _sec(jm["ttft_p99_s"]), _sec(jp["ttft_p99_s"]), _x(a["ttft_p99_ratio"])),
+        ("  end-to-end p50", _sec(jm["e2e_p50_s"]), _sec(jp["e2e_p50_s"]),
+         _x(a["e2e_p50_ratio"])),
+        ("  end-to-end p99", _sec(jm["e2e_p99_s"]), _sec(jp["e2e_p99_s"]),
+         _x(a["e2e_p99_ratio"])),
         ("throughput (tokens/s)", _num(m["throughput_tokens_per_s"]),
          _num(p["throughput_tokens_per_s"]), ""),
     ]
@@ -106,6 +119,14 @@ def render_twin(doc: dict):
     options = ", ".join(f"{k}={v}" for k, v in doc["replay_options"].items())
     notes = [f"replayed with the server's settings: {options}"] + doc["notes"]
     return Group(heading, table, Text("\n".join(f"- {note}" for note in notes), style="dim"))
+
+
+def _judged_heading(agreement: dict) -> str:
+    """"held-out requests 151-300, out of sample": what the latency rows below it are
+    judged on (the notes give the whole `ttft_judged_on`)."""
+    kind = "out of sample" if agreement["ttft_out_of_sample"] else "IN SAMPLE"
+    on = agreement["ttft_judged_on"].split(" (")[0].split(" of ")[0]
+    return f"{on.removesuffix(', IN SAMPLE')}, {kind}"
 
 
 def _int(value) -> str:
@@ -131,7 +152,8 @@ def _num(value) -> str:
 def fleet_against_command(workload: str, url: str, *, router: str, options: dict,
                           workers, speedup: float, limit: int | None, vocab_size: int | None,
                           seed: int | None, deployment, json_output: bool, given: dict,
-                          cost_model=None, save_cost_model=None) -> None:
+                          cost_model=None, save_cost_model=None,
+                          fit_share: float | None = None) -> None:
     """`--against ROUTER_URL`: drive the fleet through its router, predict it (the fleet
     replay with the workers' settings), compare per replica (kvctl/twin/fleet_twin.py)."""
     from kvctl.cli.output import console, print_json, versioned
@@ -160,7 +182,7 @@ def fleet_against_command(workload: str, url: str, *, router: str, options: dict
             form=form, speedup=speedup, limit=limit, vocab_size=vocab_size, seed=seed or 0,
             deployment=deployment, cost_model=str(cost_model) if cost_model else None,
             save_cost_model=str(save_cost_model) if save_cost_model else None,
-            on_sent=bar.runs_done)
+            on_sent=bar.runs_done, fit_share=fit_share)
     if json_output:
         print_json(versioned(document))
     else:
@@ -201,8 +223,9 @@ def render_fleet_twin(doc: dict):
         f"({doc['clock']['label']})",
         f"hit rate {_points(a['hit_rate_points'])}; equal hit tokens for "
         f"{_pct(a['hit_tokens_equal_share'])} of {a['requests_compared']:,} requests; "
-        f"routed to the same replica {_pct(a['same_replica_share'])}; TTFT p50 "
-        f"{_x(a['ttft_p50_ratio'])}, p99 {_x(a['ttft_p99_ratio'])}",
+        f"routed to the same replica {_pct(a['same_replica_share'])}",
+        f"TTFT on {_judged_heading(a)}: p50 {_x(a['ttft_p50_ratio'])}, p99 "
+        f"{_x(a['ttft_p99_ratio'])}",
     ]
     return Group(table, Text("\n".join(lines)),
                  Text("\n".join(f"- {note}" for note in doc["notes"]), style="dim"))

@@ -133,11 +133,16 @@ def prepare(settings: ReplaySettings) -> PreparedReplay:
 
 
 def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | None = None,
-        max_timeline_rows: int = 1000, timeline_every_s: float | None = None) -> ReplayResult:
+        max_timeline_rows: int = 1000, timeline_every_s: float | None = None,
+        on_finished: Callable[[object], None] | None = None,
+        on_engine: Callable[[object], None] | None = None) -> ReplayResult:
     """Build the engine and replay. Raises RuntimeFailure/IntegrityError from the engine.
 
     timeline_every_s: the timeline's starting virtual-time cadence (0.0: every step, until
-    max_timeline_rows overflow); None: from the workload's horizon (`horizon_s`)."""
+    max_timeline_rows overflow); None: from the workload's horizon (`horizon_s`).
+    on_finished: called with every `FinishedRecord` (refused ones too), in finish order
+    (the curve's schedule, kvctl/replay/curve/schedule.py); on_engine: called once with
+    the engine before the drive (the schedule's refresh probe)."""
     from engine_adapter.embedded import sglang_imports
     from engine_adapter.embedded.engine import EmbeddedEngine
     from engine_adapter.embedded.sglang_runtime import stdout_to_stderr
@@ -149,10 +154,13 @@ def run(prepared: PreparedReplay, *, on_progress: Callable[[Progress], None] | N
     torch.set_num_threads(1)
     try:
         engine = EmbeddedEngine(prepared.config)
+        if on_engine is not None:
+            on_engine(engine)
         built = time.monotonic()
         if timeline_every_s is None:
             timeline_every_s = for_horizon(horizon_s(prepared.driver), max_timeline_rows)
-        loop = _Loop(engine, prepared.driver, max_timeline_rows, timeline_every_s, on_progress)
+        loop = _Loop(engine, prepared.driver, max_timeline_rows, timeline_every_s, on_progress,
+                     on_finished)
         with stdout_to_stderr():  # one redirect for the loop, not one per allocation call
             steps = drive(engine, prepared.driver, on_step=loop.on_step)
             replayed = time.monotonic()
@@ -341,8 +349,10 @@ class _Loop:
     """Per-step bookkeeping: latencies from finished records, timeline samples on the
     virtual-time grid, pool peaks at every step, progress."""
 
-    def __init__(self, engine, driver, max_rows: int, every_s: float, on_progress) -> None:
+    def __init__(self, engine, driver, max_rows: int, every_s: float, on_progress,
+                 on_finished=None) -> None:
         self.engine = engine
+        self.on_finished = on_finished
         self.driver = driver
         self.timeline = TimelineRecorder(max_rows=max_rows, every_s=every_s)
         self.latency = LatencyCollector()
@@ -376,6 +386,8 @@ class _Loop:
             self.timeline.wants_between(self.clock_s, clock_s)  # False (can_merge said so)
             self.clock_s = clock_s
         for record in report.finished:
+            if self.on_finished is not None:
+                self.on_finished(record)
             if record.rejected is None:
                 self.latency.add(record)
                 self.finished += 1

@@ -8,6 +8,10 @@ because the embedded engine imports SGLang (seconds, the first time).
     trace     -> LiveRun on the embedded engine (a Mooncake trace; loops)
     url       -> engine_adapter.remote.remote_engine.RemoteEngine (read-only; with the kvctl
                  plugin's endpoint when given or announced in /server_info)
+    router URL, or several URLs
+              -> engine_adapter.remote.fleet.Fleet through the attach plan inspect and the
+                 exporter use (engine_adapter/remote/attach.py): the sum, every replica and
+                 the router's own figures in one snapshot (read-only)
 """
 
 from __future__ import annotations
@@ -75,3 +79,20 @@ def remote_source(url: str, *, kv_events: str | None, plugin_url: str | None = N
 
     plugin = f", plugin {plugin_url}" if plugin_url else ""
     return SourcePlan(label=f"{base} (remote{plugin}, read-only)", build=build, read_only=True)
+
+
+def fleet_source(urls: list[str], *, router_metrics: str | None,
+                 plugin_token: str | None = None) -> SourcePlan | None:
+    """A fleet when `urls` name a router or several servers; None for one plain server
+    (then `remote_source`). Routers are expanded now (GET /workers), before the UI starts."""
+    from engine_adapter.remote.attach import plan_attach
+    from engine_adapter.remote.http_fetch import normalize_base_url
+
+    urls = [normalize_base_url(u) for u in urls]  # InputError for a malformed URL
+    plan = plan_attach(urls, router_metrics=router_metrics)
+    if not plan.is_fleet:
+        return None
+    where = ", ".join(plan.routers) if plan.routers else f"{len(plan.workers)} servers"
+    label = f"fleet {where}: {len(plan.workers)} replicas (remote, read-only)"
+    return SourcePlan(label=label, build=lambda: plan.fleet(plugin_token=plugin_token),
+                      read_only=True)

@@ -3,7 +3,8 @@
     --cost-model FILE given           -> that file's model        source "file"
     else the server has kvctl's plugin -> steps timed during the drive (/step_samples, from the
                                           plugin's position when the drive starts to its end),
-                                          fitted (kvctl/calibrate/fit.py)   source "fitted"
+                                          those before the held-out mark (holdout.py) fitted
+                                          (kvctl/calibrate/fit.py)   source "fitted"
     else (no plugin, or the fit is refused)
                                       -> the roofline (modeled)    source "roofline", `why` says
 
@@ -17,6 +18,7 @@ any request is sent, an advertised one that does not answer falls back to the ro
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 from engine_adapter.embedded.step_cost import StepCostModel
@@ -36,15 +38,18 @@ class TwinClock:
     why: str | None = None  # for the roofline: why no fitted model
     samples: int = 0  # steps collected during the drive (fitted or not)
     lost: int = 0  # steps the plugin's ring dropped between reads
+    fit_steps: int | None = None  # steps offered to the fit (a first part: holdout.py)
     fit: dict = field(default_factory=dict)
-    steps_s: float = 0.0  # the collected steps' measured seconds, summed
-    span_s: float = 0.0  # from the first collected step's start to the last one's end
+    steps_s: float = 0.0  # the offered steps' measured seconds, summed
+    span_s: float = 0.0  # from the first offered step's start to the last one's end
 
     def summary(self) -> dict:
         """The JSON `clock` document (twin_run.py puts it in the predicted block too)."""
         label = {"file": f"fitted ({self.model.source})" if self.model else "",
                  "fitted": FITTED, "roofline": "modeled (roofline)"}[self.source]
         doc = {"source": self.source, "label": label, "samples": self.samples}
+        if self.fit_steps is not None:
+            doc["fit_steps"] = self.fit_steps
         if self.lost:
             doc["lost_samples"] = self.lost
         if self.samples:
@@ -67,11 +72,16 @@ def fit_summary(model: StepCostModel) -> dict:
 
 class DriveSampler:
     """Reads the plugin's timed steps in a background thread while the drive runs.
-    `start` before the first request, `finish` after the last answer."""
+    `start` before the first request, `finish` after the last answer; `take_mark` from the
+    drive (holdout.py) reads at once and keeps how many steps were collected then (`mark`),
+    and how long the read held the drive (`mark_pause_s`)."""
 
     def __init__(self, collector) -> None:
         self.collector = collector
         self.error: str | None = None
+        self.mark: int | None = None
+        self.mark_pause_s: float | None = None
+        self._lock = threading.Lock()  # the collector is read from two threads
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kvctl-twin-steps", daemon=True)
 
@@ -85,12 +95,22 @@ class DriveSampler:
                 return
 
     def _read(self) -> bool:
-        try:
-            self.collector.poll()
-        except (Unreachable, KvctlError) as err:
-            self.error = f"the kvctl plugin stopped answering during the drive ({err})"
-            return False
-        return True
+        with self._lock:
+            if self.error is not None:
+                return False
+            try:
+                self.collector.poll()
+            except (Unreachable, KvctlError) as err:
+                self.error = f"the kvctl plugin stopped answering during the drive ({err})"
+                return False
+            return True
+
+    def take_mark(self) -> None:
+        """Read now; `mark` = the steps collected so far (None when the read failed)."""
+        began = time.monotonic()
+        if self._read():
+            self.mark = len(self.collector.samples)
+        self.mark_pause_s = time.monotonic() - began
 
     def finish(self) -> None:
         self._stop.set()
@@ -125,23 +145,29 @@ def start_sampler(url: str, plugin_url: str | None) -> tuple[DriveSampler | None
 
 
 def decide(file_model: StepCostModel | None, sampler: DriveSampler | None,
-           why_none: str | None) -> TwinClock:
-    """The clock (module docstring table); `sampler` already finished."""
+           why_none: str | None, *, fitted=None,
+           scope: str = "the steps timed during the drive") -> TwinClock:
+    """The clock (module docstring table); `sampler` already finished. `fitted`: the steps
+    the fit may see (default: every step collected; holdout.py: those before the mark),
+    `scope` names them in a refusal."""
     from kvctl.calibrate.fit import fit_from_samples
 
     steps = sampler.collector.samples if sampler is not None else []
     lost = sampler.collector.lost if sampler is not None else 0
-    steps_s, span_s = step_time(steps)
-    seen = {"samples": len(steps), "lost": lost, "steps_s": steps_s, "span_s": span_s}
+    offered = steps if fitted is None else list(fitted)
     if file_model is not None:
-        return TwinClock(source="file", model=file_model, fit=fit_summary(file_model), **seen)
+        steps_s, span_s = step_time(steps)
+        return TwinClock(source="file", model=file_model, fit=fit_summary(file_model),
+                         samples=len(steps), lost=lost, steps_s=steps_s, span_s=span_s)
     if sampler is None:
         return TwinClock(source="roofline", why=why_none)
+    steps_s, span_s = step_time(offered)
+    seen = {"samples": len(steps), "lost": lost, "steps_s": steps_s, "span_s": span_s,
+            "fit_steps": None if fitted is None else len(offered)}
     if sampler.error is not None:
         return TwinClock(source="roofline", why=sampler.error, **seen)
     try:
-        model = fit_from_samples(steps, source=FITTED)
+        model = fit_from_samples(offered, source=FITTED)
     except InputError as err:
-        return TwinClock(source="roofline", **seen,
-                         why=f"the steps timed during the drive could not be fitted: {err}")
+        return TwinClock(source="roofline", **seen, why=f"{scope} could not be fitted: {err}")
     return TwinClock(source="fitted", model=model, fit=fit_summary(model), **seen)

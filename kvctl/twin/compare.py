@@ -11,8 +11,10 @@
     e2e_p50/p99_s   end-to-end latency                  finish - arrival
     throughput      (prompt + output tokens) / span from the first arrival to the last finish
 
-`agreement`: the share of requests served by both whose hit tokens are equal, and the
-differences a reader checks first (hit-rate points, TTFT ratios). A figure one side cannot
+`agreement`: the share of requests served by both whose hit tokens are equal and the
+hit-rate points, over all requests; TTFT and end-to-end p50/p99 of both sides and their
+ratios over the requests the clock is judged on (holdout.py: the held-out requests when the
+clock was fitted on this drive, `ttft_judged_on` says which). A figure one side cannot
 observe is None, never 0.
 """
 
@@ -20,7 +22,10 @@ from __future__ import annotations
 
 from kvctl.replay.report import percentiles
 from kvctl.twin.drive import DriveResult
+from kvctl.twin.holdout import Judged
 from kvctl.twin.predict import Prediction
+
+LATENCIES = ("ttft_p50_s", "ttft_p99_s", "e2e_p50_s", "e2e_p99_s")
 
 
 def measured_block(result: DriveResult) -> dict:
@@ -51,19 +56,40 @@ def predicted_block(prediction: Prediction, requests: int, first_arrival_s: floa
 
 
 def agreement(result: DriveResult, prediction: Prediction, measured: dict,
-              predicted: dict) -> dict:
-    """How far apart the two blocks are (module docstring)."""
+              predicted: dict, judged: Judged) -> dict:
+    """How far apart the two blocks are (module docstring); latencies on `judged` only."""
     seen = {m.line: m.cached_tokens for m in result.requests if m.rejected is None}
     both = [(seen[p.line], p.hit_tokens) for p in prediction.requests if p.line in seen]
     equal = sum(1 for m, p in both if m == p)
+    on = judged_latencies(result, prediction, judged)
     return {
         "requests_compared": len(both),
         "hit_tokens_equal_share": equal / len(both) if both else None,
         "hit_rate_points": _diff(predicted["hit_rate"], measured["hit_rate"], 100.0),
-        "ttft_p50_ratio": _ratio(predicted["ttft_p50_s"], measured["ttft_p50_s"]),
-        "ttft_p99_ratio": _ratio(predicted["ttft_p99_s"], measured["ttft_p99_s"]),
         "rejected_equal": measured["rejected"] == predicted["rejected"],
+        "ttft_judged_on": judged.on, "ttft_out_of_sample": judged.out_of_sample,
+        "judged": on,
+        **{key.removesuffix("_s") + "_ratio": _ratio(on["predicted"][key], on["measured"][key])
+           for key in LATENCIES},
     }
+
+
+def judged_latencies(result: DriveResult, prediction: Prediction, judged: Judged) -> dict:
+    """TTFT and end-to-end p50/p99 of each side over the judged requests it served."""
+    def keep(line: int) -> bool:
+        return judged.lines is None or line in judged.lines
+
+    served = [m for m in result.requests if m.rejected is None and keep(m.line)]
+    ours = [p for p in prediction.requests if keep(p.line)]
+    return {"requests": len(served),
+            "measured": _latencies([m.ttft_s for m in served if m.ttft_s is not None],
+                                   [m.e2e_s for m in served if m.e2e_s is not None]),
+            "predicted": _latencies([p.ttft_s for p in ours], [p.e2e_s for p in ours])}
+
+
+def _latencies(ttft: list, e2e: list) -> dict:
+    t, e = percentiles(ttft), percentiles(e2e)
+    return {"ttft_p50_s": t.p50, "ttft_p99_s": t.p99, "e2e_p50_s": e.p50, "e2e_p99_s": e.p99}
 
 
 def _block(*, requests, rejected, prompt, output, hit, evicted, ttft, e2e, span) -> dict:

@@ -69,16 +69,20 @@ class DriveResult:
 def drive(url: str, records: Iterable[MooncakeRecord], vocabulary: BlockVocabulary, *,
           speedup: float = 1.0, timeout_s: float = 600.0,
           on_done: Callable[[int], None] | None = None, form: RequestForm | None = None,
-          metrics_urls: list[str] | None = None) -> DriveResult:
+          metrics_urls: list[str] | None = None,
+          on_send: Callable[[int], None] | None = None) -> DriveResult:
     """Send every record (module docstring); returns when the last has answered.
     form: how a prompt is sent (None: `input_ids`, no rid); metrics_urls: where the
-    eviction counter is read (default `url`; a fleet: every worker, summed)."""
+    eviction counter is read (default `url`; a fleet: every worker, summed); on_send(line):
+    called in the event loop just before each request is sent, in send order (a blocking
+    hook holds every send: holdout.py's mark)."""
     records = list(records)
     form = form or RequestForm()
     scraped = metrics_urls or [url]
     before = _evicted_sum(scraped)
     started = time.monotonic()
-    measured = asyncio.run(_drive(url, records, vocabulary, speedup, timeout_s, on_done, form))
+    measured = asyncio.run(_drive(url, records, vocabulary, speedup, timeout_s, on_done, form,
+                                  on_send))
     wall = time.monotonic() - started
     time.sleep(1.0)  # the counter moves in the scheduler; let its last update land
     after = _evicted_sum(scraped)
@@ -92,7 +96,7 @@ def drive(url: str, records: Iterable[MooncakeRecord], vocabulary: BlockVocabula
 
 
 async def _drive(url, records, vocabulary, speedup, timeout_s, on_done,
-                 form: RequestForm) -> list[Measured]:
+                 form: RequestForm, on_send) -> list[Measured]:
     import aiohttp
 
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_s)
@@ -115,6 +119,8 @@ async def _drive(url, records, vocabulary, speedup, timeout_s, on_done,
                     await asyncio.wait_for(accepted[previous].wait(), ORDER_WAIT_S)
                 except asyncio.TimeoutError:
                     pass  # the one before is slow to be accepted: send anyway
+            if on_send is not None:
+                on_send(record.line)
             sent[index].set()
             try:
                 result = await _request(session, url, record, vocabulary, origin, form,

@@ -8,8 +8,9 @@
     4. drive the trace through the router (drive.py): every request carries its own rid;
        meanwhile read every worker's plugin: its timed steps (the clock) and its match
        receipts (which worker admitted which rid: kvctl/sandbox/served.py)
-    5. the clock: --cost-model FILE (fitted on another drive: out of sample), else the
-       workers' steps of this drive pooled and fitted (in sample, and said so)
+    5. the clock: --cost-model FILE (fitted on another drive: out of sample, every request
+       judged), else the workers' steps completed before request k was sent, pooled and
+       fitted, and TTFT judged on requests k..N (held out: holdout.py, --fit-share)
     6. predict: the fleet replay (kvctl/fleet) of the same records with the workers'
        settings, N replicas behind the mirror of the router's policy, the router's text
        being what the drive sent (one character per id, or decimal input_ids)
@@ -35,15 +36,17 @@ from kvctl.errors import InputError
 from kvctl.replay.engine_setup import Deployment
 from kvctl.replay.mooncake import iter_records
 from kvctl.replay.report import percentiles
-from kvctl.twin.clock import TwinClock, decide, start_sampler
+from kvctl.twin import holdout
+from kvctl.twin.clock import TwinClock, start_sampler
 from kvctl.twin.drive import RequestForm, drive
 from kvctl.twin.predict import _write_trace
 from kvctl.twin.prompts import BlockVocabulary
 from kvctl.twin.server_probe import probe
 from kvctl.twin.settings_map import server_settings_to_replay_options
-from kvctl.twin.twin_run import _flush, _load_model, clock_note
+from kvctl.twin.twin_run import _flush, _load_model, clock_and_judged, clock_note, save_model
 
 FORMS = ("text", "input_ids")
+LATENCIES = ("ttft_p50_s", "ttft_p99_s", "e2e_p50_s", "e2e_p99_s")
 POLL_S = 1.0
 
 
@@ -142,8 +145,9 @@ def run_fleet_twin(trace: str, router_url: str, *, router: str = "cache_aware",
                    form: str = "text", speedup: float = 1.0, limit: int | None = None,
                    vocab_size: int | None = None, seed: int = 0,
                    deployment: Deployment = Deployment(), cost_model: str | None = None,
-                   save_cost_model: str | None = None, on_sent=None) -> dict:
-    """Drive the fleet, predict it, compare (module docstring)."""
+                   save_cost_model: str | None = None, on_sent=None,
+                   fit_share: float | None = None) -> dict:
+    """Drive the fleet, predict it, compare (module docstring). `fit_share`: holdout.py."""
     from kvctl.fleet.routers.registry import make_policy
     from kvctl.sandbox.served import ServedBy, plugin_endpoints
     from kvctl.sandbox.tokenizer import render
@@ -152,6 +156,11 @@ def run_fleet_twin(trace: str, router_url: str, *, router: str = "cache_aware",
         raise InputError(f"--speedup must be > 0, got {speedup}")
     if form not in FORMS:
         raise InputError(f"--request-form must be one of {', '.join(FORMS)}, got {form!r}")
+    if fit_share is not None and cost_model is not None:
+        raise InputError("--fit-share splits a drive whose steps fit the clock; with "
+                         "--cost-model nothing is fitted: drop --fit-share")
+    share = holdout.check_fit_share(holdout.DEFAULT_FIT_SHARE if fit_share is None
+                                    else fit_share)
     records = list(iter_records(trace, limit=limit))
     if not records:
         raise InputError(f"{trace}: the trace holds no requests")
@@ -180,32 +189,40 @@ def run_fleet_twin(trace: str, router_url: str, *, router: str = "cache_aware",
         if sampler is not None:
             samplers.append(sampler)
     watch = _Watch(served).start()
+    k = holdout.first_held_out(len(records), share) if file_model is None else None
+    mark = (holdout.SendMark(k, lambda: [s.take_mark() for s in samplers])
+            if k and samplers and len(samplers) == len(profiles) else None)
     prefix = f"kvctl-{uuid.uuid4().hex[:12]}-"
     request_form = RequestForm(text=render if form == "text" else None, rid_prefix=prefix,
                                keep_going=True)
     try:
         result = drive(router_url.rstrip("/"), records, vocabulary, speedup=speedup,
-                       on_done=on_sent, form=request_form, metrics_urls=[p.url for p in profiles])
+                       on_done=on_sent, form=request_form, metrics_urls=[p.url for p in profiles],
+                       on_send=mark)
     finally:
         for sampler in samplers:
             sampler.finish()
         watch.finish()
-    if len(samplers) == len(profiles):
-        clock = decide(file_model, _pooled(samplers), None)
-    else:
-        clock = decide(file_model, None, "a worker's kvctl plugin does not time steps")
-    if save_cost_model is not None and clock.source == "fitted":
-        from kvctl.calibrate.model_file import write_model
-
-        write_model(save_cost_model, clock.model, server={"url": router_url,
-                                                           "workers": [p.url for p in profiles]})
+    pooled = _pooled(samplers) if len(samplers) == len(profiles) else None
+    marked = all(s.mark is not None for s in samplers)
+    before = ([x for s in samplers for x in s.collector.samples[:s.mark]]
+              if pooled is not None and mark is not None and marked else None)
+    clock, judged = clock_and_judged(
+        file_model, pooled, None if pooled else "a worker's kvctl plugin does not time steps",
+        mark, len(records), before)
+    saved = save_model(save_cost_model, pooled,
+                       {"url": router_url, "workers": [p.url for p in profiles]})
     index = {p.url: j for j, p in enumerate(profiles)}
     worker_of = {m.line: index.get(served.worker_of(m.rid, poll=False))
                  for m in result.requests if m.rid is not None}
     prediction = _predict(records, profiles[0], settings, speedup, deployment, seed, clock,
                           router, options, len(profiles))
-    return _document(trace, router_url, profiles, result, worker_of, prediction, clock,
-                     speedup, router, options, form, deployment, watch.error, served.lost)
+    document = _document(trace, router_url, profiles, result, worker_of, prediction, clock,
+                         speedup, router, options, form, deployment, watch.error, served.lost,
+                         judged)
+    if save_cost_model is not None:
+        document["saved_cost_model"] = saved
+    return document
 
 
 def _common_settings(profiles) -> dict:
@@ -265,7 +282,8 @@ def best_mapping(pairs: list[tuple[int, int]], replicas: int) -> tuple[int, ...]
 
 
 def _document(trace, router_url, profiles, result, worker_of, prediction, clock, speedup,
-              router, options, form, deployment, watch_error, lost) -> dict:
+              router, options, form, deployment, watch_error, lost,
+              judged: holdout.Judged) -> dict:
     fleet_result, lines = prediction if prediction[0] is not None else (None, {})
     n = len(profiles)
     measured_all = list(result.requests)
@@ -299,17 +317,23 @@ def _document(trace, router_url, profiles, result, worker_of, prediction, clock,
                          "measured": measured_part(mine), "predicted": predicted_part(ours)})
     fleet_measured = measured_part(served)
     fleet_predicted = predicted_part(list(predicted.values()))
+    if judged.lines is None:
+        on_measured, on_predicted = fleet_measured, fleet_predicted
+    else:  # the latencies are judged on the held-out requests only (holdout.py)
+        on_measured = measured_part([m for m in served if m.line in judged.lines])
+        on_predicted = predicted_part([o for line, o in predicted.items()
+                                       if line in judged.lines])
     unattributed = sum(1 for m in served if worker_of.get(m.line) is None)
     notes = [clock_note(clock, deployment),
              "every worker's radix cache was flushed before the drive; the replay starts empty",
              "which worker served each request: its rid in the worker's kvctl plugin receipts",
              "replicas are matched to workers by the permutation under which most requests "
              f"land alike (the router orders workers by random ids): {list(mapping)}"]
+    notes.append(f"TTFT ratios judged on {judged.on}; the table's TTFT columns and the hit "
+                 "figures are over all requests")
     if clock.source == "fitted":
-        notes.append(f"the clock was fitted on this drive's own steps, the {n} workers' pooled "
-                     "(their step times add up across workers, so they exceed the span); in "
-                     "sample: give --cost-model from another drive for an out-of-sample TTFT "
-                     "check")
+        notes.append(f"the clock was fitted on the {n} workers' steps pooled (their step "
+                     "times add up across workers, so they exceed the span)")
     if errors:
         notes.append(f"{len(errors)} requests failed without an answer (a worker went away); "
                      "they are listed under `errors` and left out of both sides' figures")
@@ -330,8 +354,12 @@ def _document(trace, router_url, profiles, result, worker_of, prediction, clock,
             "hit_tokens_equal_share": (sum(equal_hits) / len(equal_hits)) if equal_hits else None,
             "same_replica_share": (sum(same_place) / len(same_place)) if same_place else None,
             "hit_rate_points": _points(fleet_predicted["hit_rate"], fleet_measured["hit_rate"]),
-            "ttft_p50_ratio": _ratio(fleet_predicted["ttft_p50_s"], fleet_measured["ttft_p50_s"]),
-            "ttft_p99_ratio": _ratio(fleet_predicted["ttft_p99_s"], fleet_measured["ttft_p99_s"]),
+            "ttft_judged_on": judged.on, "ttft_out_of_sample": judged.out_of_sample,
+            "judged": {"requests": on_measured["requests"],
+                       "measured": {k: on_measured[k] for k in LATENCIES},
+                       "predicted": {k: on_predicted[k] for k in LATENCIES}},
+            "ttft_p50_ratio": _ratio(on_predicted["ttft_p50_s"], on_measured["ttft_p50_s"]),
+            "ttft_p99_ratio": _ratio(on_predicted["ttft_p99_s"], on_measured["ttft_p99_s"]),
             "replica_mapping": list(mapping),
             "unattributed": unattributed,
         },

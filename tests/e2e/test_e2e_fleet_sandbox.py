@@ -124,6 +124,11 @@ def test_ready_line_names_the_router_its_options_and_every_worker(fleet):
     assert {w["model_id"] for w in listed} == {doc["model"]}  # one model: one routing tree
     for worker in workers:
         assert _get(f"{worker['plugin_url']}/healthz")["status"] == "ok"
+    # the router's own metrics on the port the ready line names, counting these workers
+    with urllib.request.urlopen(router["metrics_url"], timeout=10) as reply:
+        text = reply.read().decode()
+    for worker in workers:
+        assert f'smg_worker_health{{worker="{worker["url"]}"}} 1' in text
 
 
 def test_cache_aware_keeps_each_prefix_group_on_one_worker_and_uses_both(fleet):
@@ -254,6 +259,7 @@ def test_inspect_given_the_router_reads_every_worker(fleet):
     through its plugin, and the aggregate pool is the two 4,096-token pools."""
     _, doc = fleet
     done = subprocess.run([sys.executable, "-m", "kvctl", "inspect", "--url", doc["url"],
+                           "--router-metrics", doc["router"]["metrics_url"],
                            "--json", "--wait", "0.5", "--timeout", "10"],
                           cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
@@ -264,6 +270,109 @@ def test_inspect_given_the_router_reads_every_worker(fleet):
     assert report["aggregate"]["snapshot"]["ledger"]["pool_tokens"] == 2 * 4096
     # the plugin's terms of each worker add up to its pool; their sum to the fleet's
     assert report["aggregate"]["derived"]["ledger_terms_tokens"] == 2 * 4096
+    # the router's own figures: every request it routed went to one of the two workers
+    router = report["router_metrics"]
+    assert router["reachable"] is True and router["error"] is None
+    assert sorted(w["url"] for w in router["workers"]) == sorted(w["url"] for w in doc["workers"])
+    assert all(w["healthy"] is True and w["circuit"] == "closed" and w["failures"] == 0
+               for w in router["workers"])
+    assert router["requests"] > 0
+    assert sum(w["requests"] for w in router["workers"]) == router["requests"]
+
+
+DEAD = "http://127.0.0.1:9"  # discard port: nothing listens, a replica that is down
+
+
+def _fleet_table_text(doc: dict) -> str:
+    """`kvctl monitor`'s Fleet panel for the router plus a dead replica, read through
+    Textual's Pilot once the first snapshot is on screen."""
+    import asyncio
+
+    tui_tests = str(ROOT / "tests" / "tui")  # the monitor tests' helpers (tui_helpers.py)
+    if tui_tests not in sys.path:
+        sys.path.insert(0, tui_tests)
+    from tui_helpers import widget_text
+
+    from kvctl.tui import sources
+    from kvctl.tui.app import make_app
+    from kvctl.tui.widgets.fleet.fleet_panel import FleetPanel, FleetTable
+
+    plan = sources.fleet_source([doc["url"], DEAD], router_metrics=doc["router"]["metrics_url"])
+
+    async def run() -> str:
+        app = make_app(plan.build, refresh_s=0.5, label=plan.label)
+        async with app.run_test(size=(160, 50)) as pilot:
+            for _ in range(240):  # the first read: up to 60 s on this loaded machine
+                if app.monitor.snapshot is not None:
+                    break
+                await pilot.pause(0.25)
+            await pilot.pause(0.2)
+            assert app.monitor.query_one(FleetPanel).display
+            return widget_text(app.monitor.query_one(FleetTable))
+
+    return asyncio.run(run())
+
+
+def test_monitor_given_the_router_shows_every_replica_and_a_down_one_as_down(fleet):
+    """`kvctl monitor`'s Fleet panel (Pilot) for the router plus a dead URL: one row per
+    worker, up, with its 4,096-token pool and the router's count; the dead one DOWN with
+    every figure unknown (never 0); the sum of the two pools, labelled partial."""
+    _, doc = fleet
+    text = _fleet_table_text(doc)
+    lines = {line.split()[0]: line.split() for line in text.splitlines() if line.strip()}
+    for worker in doc["workers"]:
+        row = lines[worker["url"].removeprefix("http://")]
+        assert row[1:3] == ["up", "4,096"] and row[-1] == "closed"
+    dead = lines[DEAD.removeprefix("http://")]
+    assert dead[1] == "DOWN" and set(dead[2:]) == {"unknown"}
+    assert "all (partial: 1 of 3 down)" in text and "8,192" in lines["all"]
+
+
+def test_exporter_given_the_router_feeds_the_dashboards_fleet_row(fleet, tmp_path):
+    """A real Prometheus scraping `kvctl exporter --url ROUTER --url DEAD`: every query of
+    the overview's fleet row returns data; the dead replica is up 0 with no pool series;
+    and the router's per-replica request counts grow by what the workers' plugin receipts
+    attribute to each (4 requests sent while Prometheus scrapes)."""
+    from e2e.prometheus_proc import Prometheus, wait_for
+    from support.dashboard_queries import is_fleet_query, panel_queries
+    from support.telemetry_fixtures import ExporterProcess
+
+    _, doc = fleet
+    by = ServedBy.from_ready(doc)
+    overview = ROOT / "dashboards" / "kvctl-overview.json"
+    with ExporterProcess("--url", doc["url"], "--url", DEAD, "--router-metrics",
+                         doc["router"]["metrics_url"], "--interval", "0.5") as exporter, \
+            Prometheus(tmp_path, [exporter.instance]) as prom:
+        where = f'instance="{exporter.instance}"'
+        wait_for(lambda: prom.value(f"count_over_time(kvctl_router_up{{{where}}}[1m]) >= 2"),
+                 60, "two scrapes of the fleet's exporter")
+
+        def routed() -> dict[str, float]:
+            return {r["metric"]["replica"]: float(r["value"][1]) for r in prom.query(
+                f"sum by (replica) (kvctl_router_worker_requests_total{{{where}}})")}
+
+        before = routed()
+        rng = random.Random(23)
+        rids = []
+        for _ in range(4):
+            rids.append(new_rid("e2e-live"))
+            _generate(doc["url"], [rng.randrange(1, 512) for _ in range(24)], max_new=2,
+                      rid=rids[-1])
+        served = by.attribute(rids)
+        want = {w["url"]: before[w["url"]] + sum(1 for v in served.values() if v == w["url"])
+                for w in doc["workers"]}
+        wait_for(lambda: routed() == want, 30, f"the router's counts to reach {want}")
+        queries = [(n, e) for n, e in panel_queries(overview, exporter.instance)
+                   if is_fleet_query(e)]
+        assert len(queries) >= 7
+        wait_for(lambda: not [n for n, e in queries if not prom.query(e)], 30,
+                 "every fleet panel query to return data")
+        dead = f'{where}, replica="{DEAD}"'
+        assert prom.value(f"kvctl_replica_up{{{dead}}}") == 0
+        assert prom.query(f"kvctl_replica_pool_tokens{{{dead}}}") == []
+        assert prom.value(f'kvctl_fleet_replicas{{{where}, state="down"}}') == 1
+        assert prom.value(f'sum(kvctl_replica_pool_tokens{{{where}, state="capacity"}})') \
+            == 2 * 4096
 
 
 def test_sigint_stops_the_router_and_every_worker(fleet):

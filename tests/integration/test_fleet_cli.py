@@ -85,7 +85,7 @@ def test_table_and_sweep():
     (["--replicas", "2", "--router", "round_robin", "--request-form", "input_ids"],
      "--request-form does not apply to router round_robin"),
     (["--replicas", "2", "--router", "oracle", "--save-cost-model", "/tmp/c.json"],
-     "--save-cost-model goes with --against ROUTER_URL"),
+     "--save-cost-model goes with --against URL"),
     (["--against", "http://127.0.0.1:9", "--router", "cache_aware", "--save-cost-model",
       "/proc/no/clock.json"], "--save-cost-model /proc/no/clock.json: folder /proc/no does "
                               "not exist"),

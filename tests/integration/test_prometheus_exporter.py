@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support.dashboard_queries import HICACHE_METRIC, panel_queries
+from support.dashboard_queries import HICACHE_METRIC, is_fleet_query, panel_queries
 from support.telemetry_fixtures import ExporterProcess
 
 pytestmark = [
@@ -123,9 +123,10 @@ def _query(base: str, expr: str) -> list:
 
 
 def _panel_queries(path: Path, instance: str) -> list[tuple[str, str]]:
-    # HiCache panels need SGLang's HiCache: evaluated in tests/e2e/test_e2e_hicache.py
+    # HiCache panels need SGLang's HiCache: evaluated in tests/e2e/test_e2e_hicache.py; the
+    # fleet row needs replicas behind a router: in tests/e2e/test_e2e_fleet_sandbox.py
     return [(name, expr) for name, expr in panel_queries(path, instance)
-            if HICACHE_METRIC not in expr]
+            if HICACHE_METRIC not in expr and not is_fleet_query(expr)]
 
 
 def _alert_rules() -> list[dict]:

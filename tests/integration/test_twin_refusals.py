@@ -122,4 +122,26 @@ def test_speedup_without_against_is_refused():
     """--speedup alone means nothing to a plain replay: exit 2, one line."""
     result = CliRunner().invoke(app, ["replay", HEAD, "--limit", "2", "--speedup", "5"])
     assert result.exit_code == 2
-    assert result.stderr.strip() == "kvctl: error: --speedup, --vocab-size and --plugin-url go with --against URL"
+    assert result.stderr.strip() == ("kvctl: error: --speedup, --vocab-size, --plugin-url and "
+                                     "--fit-share go with --against URL")
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--fit-share", "1.5"], "--fit-share must be between 0 and 1 (exclusive)"),
+    (["--fit-share", "0"], "--fit-share must be between 0 and 1 (exclusive)"),
+    (["--fit-share", "nan"], "--fit-share must be a finite number"),  # the CLI's guard
+    (["--fit-share", "0.5", "--cost-model", "clock.json"],
+     "with --cost-model nothing is fitted: drop --fit-share"),
+])
+def test_a_bad_fit_share_is_one_line_and_no_request(tmp_path, extra, expected):
+    """--fit-share outside (0, 1), or with --cost-model (nothing is fitted then): exit 2,
+    one line naming it, and the server saw no POST."""
+    server = FakeServer({"/server_info": info(tmp_path)})
+    try:
+        result = against(server.url, *extra)
+    finally:
+        server.close()
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], lines
+    assert server.posts == 0

@@ -112,3 +112,22 @@ def test_every_alert_has_a_firing_and_a_quiet_promtool_case():
                 (firing if case.get("exp_alerts") else quiet).add(case["alertname"])
     alerts = {rule["alert"] for rule in _rules("alerts.yml")}
     assert (alerts - firing, alerts - quiet) == (set(), set())
+
+
+def test_the_fleet_row_is_evaluated_against_a_real_fleet():
+    """The overview's fleet row (per-replica hit rate and pool states, replicas up/down, the
+    router's requests per replica) reads only fleet families, so the real-Prometheus check
+    of its queries runs against the sandbox fleet (tests/e2e/test_e2e_fleet_sandbox.py),
+    and no other panel does (those run in tests/integration/test_prometheus_exporter.py)."""
+    from support.dashboard_queries import is_fleet_query
+
+    panels = json.loads((ROOT / "kvctl-overview.json").read_text())["panels"]
+    start = next(k for k, p in enumerate(panels) if p["title"].startswith("Fleet"))
+    row = [p for p in panels[start + 1:] if p["type"] != "row"]
+    titles = " | ".join(p["title"] for p in row)
+    for wanted in ("Hit rate per replica", "Pool states per replica", "Replicas up / down",
+                   "Requests per replica"):
+        assert wanted in titles
+    assert all(is_fleet_query(t["expr"]) for p in row for t in p["targets"])
+    before = [t["expr"] for p in panels[:start] for t in p.get("targets", [])]
+    assert not any(is_fleet_query(expr) for expr in before)

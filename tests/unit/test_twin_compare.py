@@ -6,6 +6,7 @@ import pytest
 
 from kvctl.twin import compare
 from kvctl.twin.drive import DriveResult, Measured
+from kvctl.twin.holdout import Judged, every_request
 from kvctl.twin.predict import Predicted, Prediction
 
 pytestmark = pytest.mark.unit
@@ -61,10 +62,32 @@ def test_agreement_compares_request_by_request():
     the hit rate is 16/300 higher predicted; TTFT p50 ratio 0.5 / 1.0."""
     measured = compare.measured_block(drive_result())
     predicted = compare.predicted_block(prediction(), 3, 0.0)
-    result = compare.agreement(drive_result(), prediction(), measured, predicted)
+    result = compare.agreement(drive_result(), prediction(), measured, predicted,
+                               every_request("roofline"))
     assert result["requests_compared"] == 2 and result["hit_tokens_equal_share"] == 0.5
     assert result["hit_rate_points"] == pytest.approx(16 / 300 * 100)
     assert result["ttft_p50_ratio"] == 0.5 and result["rejected_equal"] is True
+
+
+def test_latencies_are_judged_on_the_held_out_requests_hits_on_all():
+    """Judged on line 2 alone (held out): TTFT 0.75 predicted against 1.5 measured (x0.5),
+    end-to-end 1.0 against 2.5 (x0.4), p50 = p99 = the one value; the hit share still over
+    both served requests (0.5) and the document says what was judged."""
+    measured = compare.measured_block(drive_result())
+    predicted = compare.predicted_block(prediction(), 3, 0.0)
+    judged = Judged(lines=frozenset({2, 3}), on="held-out requests 2-3 of 3",
+                    out_of_sample=True)
+    result = compare.agreement(drive_result(), prediction(), measured, predicted, judged)
+    assert result["judged"] == {
+        "requests": 1,
+        "measured": {"ttft_p50_s": 1.5, "ttft_p99_s": 1.5, "e2e_p50_s": 2.5, "e2e_p99_s": 2.5},
+        "predicted": {"ttft_p50_s": 0.75, "ttft_p99_s": 0.75, "e2e_p50_s": 1.0,
+                      "e2e_p99_s": 1.0}}
+    assert (result["ttft_p50_ratio"], result["ttft_p99_ratio"]) == (0.5, 0.5)
+    assert (result["e2e_p50_ratio"], result["e2e_p99_ratio"]) == (0.4, 0.4)
+    assert result["hit_tokens_equal_share"] == 0.5 and result["requests_compared"] == 2
+    assert (result["ttft_judged_on"], result["ttft_out_of_sample"]) == (
+        "held-out requests 2-3 of 3", True)
 
 
 def test_evictions_without_metrics_are_not_observable_not_zero():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvctl.replay.curve.profile import LRU_ASSUMPTION, HitCurve
+from kvctl.replay.curve.profile import HitCurve
 
 CEILING_SHARES = (0.5, 0.8, 0.9, 0.95)
 CURVE_POINTS = 64
@@ -82,13 +82,15 @@ def curve_document(curve: HitCurve, *, workload: dict, rows: list[TableRow],
         "workload": workload,
         "page_size": curve.page_size,
         "policy_assumption": "lru",
-        "assumption": LRU_ASSUMPTION,
+        "assumption": curve.assumption,
+        "schedule_valid_from_pool_tokens": curve.anchor_tokens if curve.below is not None else None,
         "pool_tokens": pool_tokens,
         "eviction_policy_verified": eviction_policy,
         "prompt_tokens": curve.prompt_tokens,
         "page_accesses": curve.accesses,
         "ceiling_hit_rate": curve.ceiling,
         "compulsory_miss_share": curve.compulsory_share,
+        "concurrent_miss_share": curve.concurrent_share,
         "uncacheable_share": curve.uncacheable_share,
         "table": [{"label": r.label, "pool_tokens": r.pool_tokens, "hit_rate": r.hit_rate}
                   for r in rows],

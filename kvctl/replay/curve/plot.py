@@ -1,5 +1,6 @@
 """curve.png: the hit-rate curve against pool size (log axis), with the ceiling, the
-replay's pool and any exactly replayed points. matplotlib's object API on Agg, written
+replay's pool, the pool the schedule holds from (below it: the arrival-order estimate) and
+any exactly replayed points. matplotlib's object API on Agg, written
 atomically (kvctl.replay.plots)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from kvctl.replay.plots import _figure, _rate_axis, _save
 
 def plot_curve(document: dict, path: Path, title: str) -> None:
     points = document["curve"]
-    figure, axes = _figure(f"hit rate vs pool size, one pass, LRU assumed: {title}")
+    figure, axes = _figure(f"hit rate vs pool size, LRU assumed: {title}")
     axes.plot([p["pool_tokens"] for p in points], [p["hit_rate"] for p in points],
               linewidth=1.6, label="curve (stack distances)")
     ceiling = document["ceiling_hit_rate"]
@@ -19,6 +20,10 @@ def plot_curve(document: dict, path: Path, title: str) -> None:
                  label=f"ceiling {ceiling:.2%}")
     axes.axvline(document["pool_tokens"], linestyle=":", linewidth=0.9, color="black",
                  label=f"your pool {document['pool_tokens']:,}")
+    valid = document.get("schedule_valid_from_pool_tokens")
+    if valid:
+        axes.axvline(valid, linestyle="-.", linewidth=0.9, color="tab:orange",
+                     label=f"event order from {valid:,} (arrival order below)")
     verified = document["verified"]
     if verified:
         axes.plot([v["pool_tokens"] for v in verified], [v["exact_hit_rate"] for v in verified],

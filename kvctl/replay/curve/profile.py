@@ -5,16 +5,21 @@
     H(C)                = hit tokens(C) / prompt tokens        (seed 003 eq. (2), H_prefix)
 
 It assumes LRU over pages (SGLang's `--radix-eviction-policy lru`, leaf eviction; a parent
-is never older than its child, so leaf eviction keeps what a page LRU keeps) and no other
-claims on the pool: running requests' pages, which SGLang pins, and leaf nodes evicted
-whole are not modeled. Every output says so; `--verify-points` measures the error.
+is never older than its child, so leaf eviction keeps what a page LRU keeps). With a
+replay's schedule (`build_curve(stream, schedule)`, what `--curve` does) the pass runs in
+that replay's event order (scheduled.py: running requests' pinned pages, same-batch
+misses, prompts inserted after prefill, waiting-prefix refreshes), which holds at pools
+that fit the replay's running requests (`anchor_pages`); below, and without a schedule,
+each request alone in arrival order (distance.py). Every output states which
+(`assumption`); `--verify-points` measures the error.
 
-The prompt tokens split three ways, at an unbounded pool:
+The prompt tokens split four ways, at an unbounded pool:
 
-    prompt = ceiling hits + compulsory misses (first touches) + uncacheable (the S-1 cap
-             and the partial last page: tokens no match can ever return)
+    prompt = ceiling hits + compulsory misses (first touches) + in flight (matched while
+             the request computing them ran: event order only) + uncacheable (the S-1
+             cap and the partial last page: tokens no match can ever return)
 
-The sampled estimate of the same curve, for a live engine, is
+The sampled estimate of the arrival-order curve, for a live engine, is
 engine_adapter.instrument.whatif (SHARDS-style, depth-stratified).
 """
 
@@ -26,24 +31,47 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvctl.replay.curve.distance import COLD, prefix_max, stack_distances
+from kvctl.replay.curve.schedule import Schedule
+from kvctl.replay.curve.scheduled import event_distances
 from kvctl.replay.curve.stream import PageStream
 
-LRU_ASSUMPTION = ("curve assumes LRU eviction over pages and a pool holding only cached "
-                  "prefixes (running requests' pages and whole-leaf eviction not modeled); "
-                  "exact replays measure the error (--verify-points)")
+LRU_ASSUMPTION = ("curve assumes LRU eviction over pages, each request alone in arrival "
+                  "order (no replay's schedule: running requests' pinned pages, same-batch "
+                  "misses, queueing and whole-leaf eviction not modeled); exact replays "
+                  "measure the error (--verify-points)")
+
+
+def scheduled_assumption(schedule_pool: int, anchor_tokens: int) -> str:
+    """The assumption line of a curve in one replay's event order (scheduled.py)."""
+    return (f"curve assumes LRU eviction over pages in the event order of one replay at "
+            f"{schedule_pool:,} tokens (match at admission, running requests' pages pinned, "
+            f"same-batch requests miss each other's new pages, prompt inserted after "
+            f"prefill, waiting prefixes refreshed); valid from {anchor_tokens:,} tokens (the "
+            f"running requests' peak): below it a replay would queue differently, and the "
+            f"curve is the arrival-order estimate; not modeled: a different queue at another "
+            f"pool, chunked-prefill publication, retractions, whole-leaf eviction; exact "
+            f"replays measure the error (--verify-points)")
 
 
 @dataclass(frozen=True, kw_only=True)
 class HitCurve:
     """H(C) for every pool size C. `reuse` holds, sorted, the prefix-maximum stack
-    distance (pages) of every cacheable page access that is not a first touch; each is one
-    page of prompt tokens."""
+    distance (pages) of every cacheable page access a large enough pool hits; each is one
+    page of prompt tokens. With a schedule (scheduled.py) `reuse` is in its event order and
+    holds from `anchor_pages` up; below it `below` (arrival order) answers:
+
+        H(C) = #{reuse < C} P / prompt      C >= anchor_pages (or no schedule)
+             = #{below < C} P / prompt      C <  anchor_pages
+    """
 
     page_size: int
     prompt_tokens: int
     reuse: np.ndarray  # sorted ascending
     compulsory_tokens: int  # first touches within the cap
     accesses: int  # page accesses in the stream
+    below: np.ndarray | None = None  # sorted, arrival order; None: no schedule
+    anchor_pages: int = 0  # with a schedule: the running requests' peak, in pages
+    assumption: str = LRU_ASSUMPTION
 
     @property
     def ceiling(self) -> float:
@@ -51,26 +79,57 @@ class HitCurve:
         return len(self.reuse) * self.page_size / self.prompt_tokens
 
     @property
+    def anchor_tokens(self) -> int:
+        return self.anchor_pages * self.page_size
+
+    @property
     def compulsory_share(self) -> float:
         return self.compulsory_tokens / self.prompt_tokens
 
     @property
+    def concurrent_share(self) -> float:
+        """Prompt tokens an unbounded pool still misses because the request computing
+        them was running, not yet inserted, when they were matched (0 without a
+        schedule; can be negative where the schedule's refreshes keep what arrival
+        order loses)."""
+        if self.below is None:
+            return 0.0
+        return (len(self.below) - len(self.reuse)) * self.page_size / self.prompt_tokens
+
+    @property
     def uncacheable_share(self) -> float:
-        return max(0.0, 1.0 - self.ceiling - self.compulsory_share)
+        return max(0.0, 1.0 - self.ceiling - self.concurrent_share - self.compulsory_share)
+
+    def _hits(self, pages: int) -> int:
+        """Page hits at a pool of `pages`; below the anchor the arrival-order count, never
+        more than the event order's at the anchor (the curve stays monotone)."""
+        hits = int(np.searchsorted(self.reuse, pages, side="left"))
+        if self.below is None or pages >= self.anchor_pages:
+            return hits
+        return min(int(np.searchsorted(self.below, pages, side="left")), self._anchor_hits)
+
+    @property
+    def _anchor_hits(self) -> int:
+        return int(np.searchsorted(self.reuse, self.anchor_pages, side="left"))
 
     def hit_rate(self, pool_tokens: int) -> float:
         """H at a pool of `pool_tokens` (rounded down to whole pages)."""
-        pages = pool_tokens // self.page_size
-        hits = int(np.searchsorted(self.reuse, pages, side="left"))
-        return hits * self.page_size / self.prompt_tokens
+        return self._hits(pool_tokens // self.page_size) * self.page_size / self.prompt_tokens
 
     def pool_for(self, share_of_ceiling: float) -> int | None:
         """The smallest pool (tokens) whose H reaches `share_of_ceiling` of the ceiling;
         None for an empty curve."""
         if len(self.reuse) == 0:
             return None
-        index = max(math.ceil(share_of_ceiling * len(self.reuse) - 1e-9), 1) - 1
-        return (int(math.floor(self.reuse[index])) + 1) * self.page_size
+        need = max(math.ceil(share_of_ceiling * len(self.reuse) - 1e-9), 1)
+        if self.below is not None and need <= min(len(self.below), self._anchor_hits):
+            pages = int(math.floor(self.below[need - 1])) + 1
+            if pages < self.anchor_pages:
+                return pages * self.page_size
+        pages = int(math.floor(self.reuse[need - 1])) + 1
+        if self.below is not None:
+            pages = max(pages, self.anchor_pages)
+        return pages * self.page_size
 
     def points(self, count: int = 64) -> list[tuple[int, float]]:
         """At least `count` log-spaced pool sizes (whole pages, distinct) from one page to
@@ -87,16 +146,29 @@ class HitCurve:
         return [(int(p) * self.page_size, self.hit_rate(int(p) * self.page_size)) for p in pages]
 
 
-def build_curve(stream: PageStream) -> HitCurve:
+def build_curve(stream: PageStream, schedule: Schedule | None = None) -> HitCurve:
     """The curve of `stream` from every access (the sampled estimate lives in
-    engine_adapter.instrument.whatif, for a live engine)."""
+    engine_adapter.instrument.whatif, for a live engine): in arrival order, each request
+    alone (distance.py); with `schedule`, in its event order from the running requests'
+    peak up (scheduled.py), arrival order below."""
     cacheable = _matchable_mask(stream)
     peaks = prefix_max(stack_distances(stream.keys, stream.starts), stream.starts)[cacheable]
     cold = peaks == COLD
-    reuse = np.sort(peaks[~cold])
+    arrival = np.sort(peaks[~cold])
     page = stream.page_size
-    return HitCurve(page_size=page, prompt_tokens=stream.prompt_tokens, reuse=reuse,
-                    compulsory_tokens=int(cold.sum()) * page, accesses=stream.accesses)
+    compulsory = int(cold.sum()) * page
+    if schedule is None:
+        return HitCurve(page_size=page, prompt_tokens=stream.prompt_tokens, reuse=arrival,
+                        compulsory_tokens=compulsory, accesses=stream.accesses)
+    kinds, requests = schedule.events()
+    events = event_distances(stream.keys, stream.starts, stream.prompt_pages,
+                             stream.matchable, kinds, requests)
+    scheduled = events.distances[cacheable]  # prefix maxima already
+    anchor = events.peak_held_pages
+    return HitCurve(page_size=page, prompt_tokens=stream.prompt_tokens,
+                    reuse=np.sort(scheduled[scheduled != COLD]), compulsory_tokens=compulsory,
+                    accesses=stream.accesses, below=arrival, anchor_pages=anchor,
+                    assumption=scheduled_assumption(schedule.pool_tokens, anchor * page))
 
 
 def _matchable_mask(stream: PageStream) -> np.ndarray:

@@ -4,8 +4,9 @@ Each request, in arrival order, looks up its prompt's full pages (SGLang's match
 inserts them and the pages of its output (SGLang inserts the whole committed sequence when
 the request finishes; distance.py fixes the order of the touches). Output pages hold
 synthetic ids no other prompt contains, so they are never hit; they still take cache
-room, which is why they are in the stream. They are inserted right with the prompt (as if
-the request finished at once): the stream has no clock, one reason the curve is an estimate.
+room, which is why they are in the stream. The stream has no clock: in arrival order they
+are inserted right with the prompt (distance.py); a replay's schedule (schedule.py) says
+when each request was really matched, inserted and finished (scheduled.py), by `rids`.
 
     request r:  prompt S tokens, output O tokens, page P
     accesses:   [ prompt page 0 .. floor(S/P)-1 | output pages ]
@@ -46,6 +47,15 @@ class PageStream:
     starts: np.ndarray  # int64, requests + 1 entries
     matchable: np.ndarray  # int64 per request
     prompt_tokens: int  # every prompt token, cacheable or not (the hit rate's denominator)
+    arrival_s: np.ndarray | None = None  # float64 per request, the trace's clock
+    rids: tuple[str, ...] = ()  # the replay's request ids, per request
+    full_pages: np.ndarray | None = None  # int64 per request: the full prompt pages
+
+    @property
+    def prompt_pages(self) -> np.ndarray:
+        """Full prompt pages per request (its accesses before its output pages; a stream
+        built without them: the matchable pages)."""
+        return self.full_pages if self.full_pages is not None else self.matchable
 
     @property
     def requests(self) -> int:
@@ -67,6 +77,9 @@ def mooncake_stream(path: str | Path, *, page_size: int, limit: int | None = Non
     chunks: list[np.ndarray] = []
     starts = [0]
     matchable: list[int] = []
+    full: list[int] = []
+    arrivals: list[float] = []
+    rids: list[str] = []
     prompt_tokens = 0
     fresh = np.uint64(1) << np.uint64(63)  # output keys: top bit set, a counter below
     next_output = 0
@@ -81,7 +94,12 @@ def mooncake_stream(path: str | Path, *, page_size: int, limit: int | None = Non
             next_output += extra
         starts.append(starts[-1] + len(prompt) + max(extra, 0))
         matchable.append((size - 1) // page_size)
+        full.append(len(prompt))
+        arrivals.append(record.arrival_s)
+        rids.append(record.rid)
         prompt_tokens += size
     keys = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint64)
     return PageStream(page_size=page_size, keys=keys, starts=np.asarray(starts, dtype=np.int64),
-                      matchable=np.asarray(matchable, dtype=np.int64), prompt_tokens=prompt_tokens)
+                      matchable=np.asarray(matchable, dtype=np.int64), prompt_tokens=prompt_tokens,
+                      full_pages=np.asarray(full, dtype=np.int64),
+                      arrival_s=np.asarray(arrivals, dtype=np.float64), rids=tuple(rids))

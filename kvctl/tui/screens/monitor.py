@@ -1,5 +1,6 @@
 """The dashboard screen: status line, Pool / Prefix reuse / Integrity on the left, the radix
-tree browser and the requests table on the right.
+tree browser and the requests table on the right; above them, across the screen and for a
+fleet only, every replica beside the sum (Fleet).
 
 It owns the typed reactive `snapshot` (and `run_state`); every panel binds to it with
 `data_bind`, so `screen.snapshot = s` re-renders the dashboard through watchers.
@@ -17,6 +18,7 @@ from textual.widgets import Footer
 
 from engine_adapter.snapshot import Snapshot
 from kvctl.tui.messages import JumpToRequestPath
+from kvctl.tui.widgets.fleet.fleet_panel import FleetPanel
 from kvctl.tui.widgets.integrity.integrity_panel import IntegrityPanel
 from kvctl.tui.widgets.pool.pool_panel import PoolPanel
 from kvctl.tui.widgets.requests.requests_panel import RequestsPanel
@@ -46,6 +48,7 @@ class MonitorScreen(Screen):
             MonitorScreen.snapshot, MonitorScreen.run_state
         )
         yield DisconnectedBanner(id="banner")
+        yield FleetPanel(id="fleet").data_bind(MonitorScreen.snapshot)  # full width
         with Container(id="dashboard"):
             with VerticalScroll(id="left"):
                 yield PoolPanel(id="pool").data_bind(MonitorScreen.snapshot)
