@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -21,6 +21,7 @@ from kvctl.replay.mooncake import MooncakeRecord
 from kvctl.twin import drive as drive_module
 from kvctl.twin.drive import RequestForm, drive
 from kvctl.twin.prompts import BlockVocabulary
+from support.http_stub import serving
 
 pytestmark = pytest.mark.integration
 
@@ -55,13 +56,11 @@ class OrderServer:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self._serving = serving(Handler)
+        self.url = self._serving.__enter__()
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serving.__exit__(None, None, None)
 
 
 def _record(line: int, arrival_s: float) -> MooncakeRecord:

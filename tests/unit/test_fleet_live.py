@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import http.server
-import threading
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -24,6 +23,7 @@ from engine_adapter.remote.router_metrics import default_metrics_url, read_route
 from engine_adapter.remote.server_info import parse_server_info
 from engine_adapter.remote.snapshot_build import build_snapshot
 from kvctl.tui.fleet_rows import fleet_rows, router_state
+from support.http_stub import serving
 from telemetry.collector import SnapshotCollector
 
 pytestmark = pytest.mark.unit
@@ -80,12 +80,8 @@ def router_metrics_url():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as url:
+        yield f"{url}/metrics"
 
 
 def worker(seq: int = 1):
