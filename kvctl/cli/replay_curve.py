@@ -129,6 +129,7 @@ def render_curve(doc: dict):
     if valid is not None and any(r["pool_tokens"] is not None and r["pool_tokens"] < valid
                                  for r in doc["table"]):
         parts.append(Text(f"* below {valid:,} tokens: the arrival-order estimate (a replay "
-                          "there queues differently)", style="dim"))
+                          "there queues differently; it can read several points low: "
+                          "see the assumption line)", style="dim"))
     parts.append(Text(f"- {doc['assumption']}", style="dim"))
     return Group(*parts)
