@@ -10,7 +10,9 @@ replay's schedule (`build_curve(stream, schedule)`, what `--curve` does) the pas
 that replay's event order (scheduled.py: running requests' pinned pages, same-batch
 misses, prompts inserted after prefill, waiting-prefix refreshes), which holds at pools
 that fit the replay's running requests (`anchor_pages`); below, and without a schedule,
-each request alone in arrival order (distance.py). Every output states which
+each request alone in arrival order (distance.py). At a single pool below the anchor,
+`hit_rate_at` reads the pass in another schedule's order (synth.py synthesizes the one a
+replay at that pool would run: `--curve`'s table rows there). Every output states which
 (`assumption`); `--verify-points` measures the error.
 
 The prompt tokens split four ways, at an unbounded pool:
