@@ -40,8 +40,12 @@ def run_curve(base, out: Path | None, json_output: bool, verify_points: int,
         curve = build_curve(stream, schedule)
         if bar.bar is not None:
             bar.bar.update(bar.task, total=1, completed=1)
-    seconds = time.monotonic() - started
     rows = table_rows(curve, pool, resolved["pool_source"])
+    below_peak = _below_peak(stream, schedule, curve, prepared.config)
+    rows = [replace(row, hit_rate=below_peak(row.pool_tokens))
+            if row.pool_tokens is not None and row.pool_tokens < curve.anchor_tokens
+            and schedule is not None else row for row in rows]
+    seconds = time.monotonic() - started
     summary = prepared.driver.summary
     sizes = verify_sizes(rows, verify_points, smallest=-(-summary.max_request_tokens // page) * page)
     verified: list[VerifiedPoint] = []
@@ -55,7 +59,9 @@ def run_curve(base, out: Path | None, json_output: bool, verify_points: int,
                                                                bar.runs_done(len(done))))
         for size, outcome in zip(sizes, outcomes):
             exact = outcome.result.report.to_dict()["hit_rate"]
-            verified.append(VerifiedPoint(pool_tokens=size, curve_hit_rate=curve.hit_rate(size),
+            estimate = (below_peak(size) if schedule is not None and size < curve.anchor_tokens
+                        else curve.hit_rate(size))
+            verified.append(VerifiedPoint(pool_tokens=size, curve_hit_rate=estimate,
                                           exact_hit_rate=exact))
     document = versioned(curve_document(
         curve, workload=prepared.workload, rows=rows, verified=verified, pool_tokens=pool,
@@ -72,6 +78,21 @@ def run_curve(base, out: Path | None, json_output: bool, verify_points: int,
     console().print(render_curve(document))
     if out is not None:
         console().print(f"[dim]wrote {out}/report.json, curve.png[/]")
+
+
+def _below_peak(stream, schedule, curve, config):
+    """H at a pool below the schedule's running peak, from a schedule synthesized at that
+    pool (kvctl/replay/curve/synth.py), each pool computed once."""
+    from kvctl.replay.curve.synth import synthesized_hit_rate
+
+    known: dict[int, float] = {}
+
+    def rate(pool_tokens: int) -> float:
+        if pool_tokens not in known:
+            known[pool_tokens] = synthesized_hit_rate(stream, schedule, config, pool_tokens)
+        return known[pool_tokens]
+
+    return rate
 
 
 def _schedule(base, stream, json_output: bool):
@@ -128,7 +149,8 @@ def render_curve(doc: dict):
         parts.append(check)
     if valid is not None and any(r["pool_tokens"] is not None and r["pool_tokens"] < valid
                                  for r in doc["table"]):
-        parts.append(Text(f"* below {valid:,} tokens: the arrival-order estimate (a replay "
-                          "there queues differently)", style="dim"))
+        parts.append(Text(f"* below {valid:,} tokens: the event order of a schedule "
+                          "synthesized at that pool (a replay there queues differently; "
+                          "the assumption line says how)", style="dim"))
     parts.append(Text(f"- {doc['assumption']}", style="dim"))
     return Group(*parts)

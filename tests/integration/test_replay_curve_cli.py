@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvctl.cli.app import app
+from kvctl.replay.curve.profile import BELOW_PEAK_MEASURED
 
 pytestmark = pytest.mark.integration
 
@@ -69,6 +70,9 @@ def test_table_and_plot_under_out(tmp_path):
     assert "event order of one replay" in result.stdout and "valid from" in result.stdout
     assert sorted(p.name for p in out.iterdir()) == ["curve.png", "report.json"]
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc = json.loads((out / "report.json").read_text())  # the range and the measured miss
+    assert f"valid from {doc['schedule_valid_from_pool_tokens']:,} tokens" in doc["assumption"]
+    assert BELOW_PEAK_MEASURED in doc["assumption"]
 
 
 def test_verify_points_puts_exact_replays_beside_the_curve():

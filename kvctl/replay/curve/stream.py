@@ -50,6 +50,8 @@ class PageStream:
     arrival_s: np.ndarray | None = None  # float64 per request, the trace's clock
     rids: tuple[str, ...] = ()  # the replay's request ids, per request
     full_pages: np.ndarray | None = None  # int64 per request: the full prompt pages
+    input_tokens: np.ndarray | None = None  # int64 per request: prompt tokens (S)
+    output_tokens: np.ndarray | None = None  # int64 per request: output tokens (O)
 
     @property
     def prompt_pages(self) -> np.ndarray:
@@ -80,6 +82,8 @@ def mooncake_stream(path: str | Path, *, page_size: int, limit: int | None = Non
     full: list[int] = []
     arrivals: list[float] = []
     rids: list[str] = []
+    sizes: list[int] = []
+    outs: list[int] = []
     prompt_tokens = 0
     fresh = np.uint64(1) << np.uint64(63)  # output keys: top bit set, a counter below
     next_output = 0
@@ -97,9 +101,13 @@ def mooncake_stream(path: str | Path, *, page_size: int, limit: int | None = Non
         full.append(len(prompt))
         arrivals.append(record.arrival_s)
         rids.append(record.rid)
+        sizes.append(size)
+        outs.append(out)
         prompt_tokens += size
     keys = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.uint64)
     return PageStream(page_size=page_size, keys=keys, starts=np.asarray(starts, dtype=np.int64),
                       matchable=np.asarray(matchable, dtype=np.int64), prompt_tokens=prompt_tokens,
                       full_pages=np.asarray(full, dtype=np.int64),
-                      arrival_s=np.asarray(arrivals, dtype=np.float64), rids=tuple(rids))
+                      arrival_s=np.asarray(arrivals, dtype=np.float64), rids=tuple(rids),
+                      input_tokens=np.asarray(sizes, dtype=np.int64),
+                      output_tokens=np.asarray(outs, dtype=np.int64))
