@@ -104,7 +104,7 @@ def sample_tokens(tokens, page, powers, page_powers, namespace, matchable, full_
 @njit(cache=True, nogil=True)
 def fold(sampled, counted, starts, fulls, out_keys, out_weights, out_starts, weight, hits,
          runs, table, ckeys, cweights, newer, older, head, tail, free, n_free, held, count,
-         capped, capacity, max_keys, mask):
+         capped, capacity, max_keys, mask, locks):
     """Apply buffered operations i = 0 .. len(fulls)-1 in order. Operation i: the sampled
     prompt keys sampled[starts[i]:starts[i+1]] (empty for a finish) with their counted
     weights, of which the first fulls[i] are full-depth pages; its output pages
@@ -125,10 +125,10 @@ def fold(sampled, counted, starts, fulls, out_keys, out_weights, out_starts, wei
         if oe > o:
             _touch_all(table, ckeys, cweights, newer, older, head, tail, free, n_free, held,
                        count, capped, capacity, max_keys, mask, out_keys[o:oe],
-                       out_weights[o:oe])
+                       out_weights[o:oe], locks)
         m = e - s
         for j in range(m):
             order[j] = sampled[e - 1 - j]
             order_weights[j] = weight if m - 1 - j >= full else 1.0
         _touch_all(table, ckeys, cweights, newer, older, head, tail, free, n_free, held, count,
-                   capped, capacity, max_keys, mask, order[:m], order_weights[:m])
+                   capped, capacity, max_keys, mask, order[:m], order_weights[:m], locks)
