@@ -42,7 +42,9 @@ import secrets
 import numpy as np
 
 from engine_adapter.embedded.page_hashes import BLOCK_TOKENS, PrefixHasher
-from engine_adapter.instrument.whatif_kernel import SAMPLE_BITS, fold, sample_pages, sample_tokens
+from engine_adapter.instrument.whatif_events import EventLog
+from engine_adapter.instrument.whatif_kernel import (SAMPLE_BITS, fold, sample_pages,
+                                                     sample_tokens, token_keys)
 from engine_adapter.instrument.whatif_lru import MiniCaches
 from engine_adapter.whatif_view import WhatIfCurve, WhatIfPoint
 
@@ -86,6 +88,7 @@ class WhatIfShadow:
         self._hits = np.zeros(len(self.scales), dtype=np.float64)  # hit weight per scale
         self._weight = 1.0 / rate  # what a sampled deep page stands for
         self._kernel_args = self._caches.kernel_args()
+        self.events = EventLog(self)  # the event-driven feed's (admit .. unlock)
         self._pending: list[tuple] = []  # requests and finishes not folded in yet
         self._pending_tokens = 0  # token ids they hold (FOLD_TOKENS bounds the memory)
         self._powers = self.hasher.powers(page_size)  # B^0 .. B^(p-1)
@@ -98,6 +101,7 @@ class WhatIfShadow:
         self.matchable_pages = 0
         self.sampled_matchable_weight = 0.0
         self.measured_hit_tokens = 0
+        self.measured_prompt_tokens = 0
         self._measured = True
 
     def observe_tokens(self, tokens, *, block_ids=None, namespace: str = "",
@@ -148,6 +152,7 @@ class WhatIfShadow:
             self._measured = False  # one request without a figure: no trust check
         else:
             self.measured_hit_tokens += cached_tokens
+            self.measured_prompt_tokens += prompt_tokens
         self._pending.append((work, matchable, *self._outputs(prompt_tokens, output_tokens)))
         if len(self._pending) >= FOLD_EVERY or self._pending_tokens >= FOLD_TOKENS:
             self.flush()
@@ -166,6 +171,9 @@ class WhatIfShadow:
         """Fold every buffered request and finish into the mini-caches, in arrival order:
         sample the requests given as token ids, add each request's sampled weight, then one
         compiled call (instrument/whatif_kernel.py `fold`). `curve` calls it first."""
+        if self.events.pending:
+            self._pending_tokens = 0
+            self.events.apply()
         pending = self._pending
         if not pending:
             return
@@ -194,6 +202,76 @@ class WhatIfShadow:
              np.concatenate([item[3] for item in pending]), _starts(out_keys), self._weight,
              self._hits, *self._kernel_args)
 
+    # ---- driven by the cache's events (instrument/whatif_events.py) ----------------------
+    # A feed calls these at SGLang's own events, in its order: within one step every
+    # admission before any insert or finish. reserved_tokens: what running requests hold
+    # outside the tree at that instant (ledger.py's private term); each scale's LRU then
+    # holds at most scale x pool - reserved. Do not mix with `observe` on one shadow.
+
+    def admit(self, rid, tokens, *, block_ids=None, namespace: str = "",
+              cached_tokens: int | None = None, reserved_tokens: int = 0,
+              host_tokens: int = 0, lookup: bool = True) -> None:
+        """SGLang matched request `rid`'s prompt (token ids; from Mooncake block ids when
+        given): its hit at every scale is decided now, and its cached prefix is pinned.
+        host_tokens: a prefix a host tier returns whatever the device holds (the engine's
+        reload span end; counted as hits at every scale). cached_tokens: the engine's own
+        hit (the trust check; `record_measured` gives it later). lookup False: the engine
+        did not consult the tree (no hit at any scale; the prompt is still inserted)."""
+        ns = self._hashed_text(namespace) if namespace else _ZERO
+        prompt = len(tokens)
+        matchable = (prompt - 1) // self.page_size
+        if block_ids is not None and BLOCK_TOKENS % self.page_size == 0:
+            work = (self.hasher.block_hashes(block_ids, prompt) ^ ns) & _PROMPT_MASK
+        else:
+            work = (np.ascontiguousarray(tokens, dtype=np.int64).view(np.uint64), ns)
+            self._pending_tokens += prompt
+        self.requests += 1
+        self.prompt_tokens += prompt
+        self.matchable_pages += matchable
+        if cached_tokens is not None:
+            self.record_measured(cached_tokens, prompt)
+        host_pages = min(host_tokens, prompt - 1) // self.page_size if host_tokens else 0
+        self._event(("admit", rid, reserved_tokens, work, matchable, host_pages, lookup))
+
+    def insert(self, rid, prefilled_tokens: int, *, reserved_tokens: int = 0) -> None:
+        """SGLang inserted (checkpoint_kv_cache) `rid`'s first `prefilled_tokens` tokens."""
+        self._event(("insert", rid, reserved_tokens, prefilled_tokens))
+
+    def release(self, rid, *, prompt_tokens: int, output_tokens: int, output_ids=None,
+                reserved_tokens: int = 0, retain: bool = False) -> None:
+        """`rid` finished: its sequence is inserted and, unless `retain` (a lease keeps it
+        locked until `unlock`), evictable from now on. output_ids (not changed until the
+        next flush): its output pages are keyed by the real sequence, so a later prompt
+        that carries them hits them; without, they are fresh keys."""
+        self._event(("finish", rid, reserved_tokens,
+                     (prompt_tokens, output_tokens, output_ids), retain))
+
+    def unlock(self, rid, *, reserved_tokens: int = 0) -> None:
+        """The lease on `rid`'s retained path was released or revoked."""
+        self._event(("unlock", rid, reserved_tokens))
+
+    def flush_cache(self) -> None:
+        """The engine evicted every unlocked prefix (SGLang's flush_cache)."""
+        self._event(("flush", None, 0))
+
+    def record_measured(self, cached_tokens: int, prompt_tokens: int) -> None:
+        """The engine's own hit for one admitted request (the 1x trust check)."""
+        self.measured_hit_tokens += cached_tokens
+        self.measured_prompt_tokens += prompt_tokens
+
+    def _event(self, event: tuple) -> None:
+        self.events.pending.append(event)
+        if len(self.events.pending) >= FOLD_EVERY or self._pending_tokens >= FOLD_TOKENS:
+            self.flush()
+
+    def _token_keys(self, ids: np.ndarray, ns) -> np.ndarray:
+        """The page keys of uint64 token ids (PrefixHasher.token_hashes, salted) ^ ns."""
+        pages = len(ids) // self.page_size
+        out = np.empty(pages, dtype=np.uint64)
+        token_keys(ids, self.page_size, self._powers, self.hasher.page_powers(0, max(pages, 1)),
+                   ns, out)
+        return out
+
     def _warm_up(self) -> None:
         """Compile (or load numba's on-disk cache of) the kernels now, at the plugin's
         attach, with the argument types of every later call and no effect on the state:
@@ -205,6 +283,7 @@ class WhatIfShadow:
                      self._weight)
         self._pending.append((None, 0, _NO_KEYS, _NO_WEIGHTS))
         self.flush()  # nothing sampled: no lookup hits, nothing inserted
+        self.events.warm_up()
 
     def _outputs(self, prompt_tokens: int, output_tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """The request's new output pages that fall in the sample, deepest first, and their
@@ -244,8 +323,8 @@ class WhatIfShadow:
                     if self.sampled_matchable_weight else None)
             points.append(WhatIfPoint(pool_scale=scale, pool_tokens=int(scale * self.pool_tokens),
                                       hit_rate=rate, capped=capped))
-        measured = (self.measured_hit_tokens / self.prompt_tokens
-                    if self.prompt_tokens and self._measured else None)
+        measured = (self.measured_hit_tokens / self.measured_prompt_tokens
+                    if self.measured_prompt_tokens and self._measured else None)
         return WhatIfCurve(points=tuple(points), sample_rate=self.rate,
                            full_depth_pages=self.full_depth_pages, requests=self.requests,
                            prompt_tokens=self.prompt_tokens,
