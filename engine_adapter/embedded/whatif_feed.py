@@ -20,7 +20,7 @@ final (at its prefill, or when its host-tier reload completes).
 from __future__ import annotations
 
 from engine_adapter.embedded.requests import RequestState
-from engine_adapter.instrument.whatif import WhatIfShadow
+from engine_adapter.instrument.whatif import WhatIfShadow, fitted_rate
 
 _WHATIF_SALT = 0x6B7663746C5F7769  # fixed per kvctl version
 
@@ -88,8 +88,10 @@ def attach_whatif(st) -> WhatIfShadow:
     config = st.config
     # Salted from the engine's seed: a run is reproducible for a seed (the keys never
     # leave the process either way)
+    rate = fitted_rate(config.whatif_rate, pool_tokens=config.pool_tokens,
+                       page_size=config.page_size)  # the configured rate is a floor
     shadow = WhatIfShadow(pool_tokens=config.pool_tokens, page_size=config.page_size,
-                          rate=config.whatif_rate, seed=_WHATIF_SALT ^ config.seed)
+                          rate=rate, seed=_WHATIF_SALT ^ config.seed)
 
     def measured(tracked) -> None:
         shadow.record_measured(tracked.facts.s_runtime, len(tracked.req.origin_input_ids))

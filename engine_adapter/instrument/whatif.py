@@ -25,9 +25,23 @@ Prefix semantics: a sampled page counts as a hit only while every sampled page b
 in the request hit (the radix match stops at the first miss; distances along a prefix
 are near-monotone, so the sampled prefix stands for the full one). Assumes LRU.
 
-Memory is bounded: each mini-cache holds at most `max_keys_per_scale` pages (8,192 by
-default, 49,152 in all) in arrays allocated once (instrument/whatif_lru.py, compiled with
-numba: 1.5 MiB for six scales at the default bound); a scale that hits the bound evicts
+The rate a feed uses (`fitted_rate`): the configured rate is a floor, raised as far as the
+largest scale's deep sample fits half the key bound (weight held <= capacity, so deep keys
+<= rate x capacity; the other half is left to the full-depth pages and the pins). A small
+pool is then shadowed whole (rate 1: lifecycle-check's 3,072-token pool), a 65,536-token
+pool at 50%, a 1M-token pool at 3.1%; only pools past 3.3M tokens (at page 16) fall to the
+1% floor, where the traffic is large enough for 1% to average out. Measured
+(benchmarks/bench_whatif.py, seed 7, docs/curve.md): at a fixed 1% a small workload leaves
+a handful of deep pages in the sample and the 1x estimate misses by whole points
+(lifecycle-check -6.2, multi-tenant-chat -7.5: its 1,200-token shared prefix has 43 of its
+75 pages past the full depth, about 0.4 of them sampled per namespace) where the same
+events at rate 1 miss by -0.6 and -0.7. The price is work per event, which grows with the
+sampled pages (docs/plugin.md), and memory: the bound is 32,766 keys a scale (up from
+8,192) so that a 65,536-token pool still samples half its pages.
+
+Memory is bounded: each mini-cache holds at most `max_keys_per_scale` pages (32,766 by
+default, 196,596 in all) in arrays allocated once (instrument/whatif_lru.py, compiled with
+numba: 6.75 MiB for six scales at the default bound); a scale that hits the bound evicts
 early and is flagged `capped` (its estimate is then a lower bound). Requests waiting to be
 folded in (instrument/whatif_kernel.py) are at most FOLD_EVERY (256), holding at most
 FOLD_TOKENS (2^20) token ids past which the next request folds them: 8 MiB plus one prompt.
@@ -51,14 +65,33 @@ from engine_adapter.whatif_view import WhatIfCurve, WhatIfPoint
 POOL_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_RATE = 0.01
 FULL_DEPTH_PAGES = 32  # one 512-token block at page 16
-MAX_KEYS_PER_SCALE = 8192
+MAX_KEYS_PER_SCALE = 32_766  # the most a 2-byte table cell addresses (whatif_lru.py)
 _FRESH_KEY = 1 << 63  # output pages: a counter with the top bit set
 _PROMPT_MASK = np.uint64((1 << 63) - 1)  # prompt keys: the top bit clear
 _NAMESPACE_CACHE = 1024  # namespace hashes kept (a dict cleared when full)
 FOLD_EVERY = 256  # buffered requests and finishes folded at once (and at every curve read)
 FOLD_TOKENS = 1 << 20  # ... or once this many prompt token ids wait (8 MiB of int64)
+# What the estimate cannot model (WhatIfCurve.not_modeled; docs/curve.md measures each)
+NOT_MODELED = (
+    "running set at other pool sizes: the 1x engine's admissions, batches and private "
+    "tokens are replayed at every scale (a larger pool admits more at once, and requests "
+    "admitted together cannot hit each other: tree-of-thought measures less at 2x)",
+    "retraction: a retracted request keeps its pins until it finishes",
+    "host tier at other scales: the 1x engine's reload span counts as a hit at every scale",
+)
 _ZERO = np.uint64(0)
 _NO_KEYS, _NO_WEIGHTS = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64)
+
+
+def fitted_rate(min_rate: float, *, pool_tokens: int, page_size: int, scales=POOL_SCALES,
+                max_keys_per_scale: int = MAX_KEYS_PER_SCALE) -> float:
+    """The sampling rate for a shadow of this pool: `min_rate` (the configured rate), raised
+    until the largest scale's sampled deep pages would fill half the key bound, at most 1
+    (module docstring)."""
+    largest_pages = max(scales) * pool_tokens / page_size
+    if largest_pages <= 0:
+        return min_rate
+    return min(1.0, max(min_rate, max_keys_per_scale / 2 / largest_pages))
 
 
 class WhatIfShadow:
@@ -264,13 +297,17 @@ class WhatIfShadow:
         if len(self.events.pending) >= FOLD_EVERY or self._pending_tokens >= FOLD_TOKENS:
             self.flush()
 
-    def _token_keys(self, ids: np.ndarray, ns) -> np.ndarray:
-        """The page keys of uint64 token ids (PrefixHasher.token_hashes, salted) ^ ns."""
+    def _token_keys(self, ids: np.ndarray, ns, *, first_page: int = 0,
+                    chain=_ZERO) -> tuple[np.ndarray, np.uint64]:
+        """The page keys of uint64 token ids (PrefixHasher.token_hashes, salted) ^ ns, and
+        the chain value after the last full page. first_page, chain: `ids` start at that
+        page of a sequence whose earlier pages left `chain` (only the new pages hashed)."""
         pages = len(ids) // self.page_size
         out = np.empty(pages, dtype=np.uint64)
-        token_keys(ids, self.page_size, self._powers, self.hasher.page_powers(0, max(pages, 1)),
-                   ns, out)
-        return out
+        chain = token_keys(ids, self.page_size, self._powers,
+                           self.hasher.page_powers(first_page, max(pages, 1)), ns, out,
+                           np.uint64(chain))
+        return out, chain
 
     def _warm_up(self) -> None:
         """Compile (or load numba's on-disk cache of) the kernels now, at the plugin's
@@ -329,7 +366,8 @@ class WhatIfShadow:
                            full_depth_pages=self.full_depth_pages, requests=self.requests,
                            prompt_tokens=self.prompt_tokens,
                            shadow_keys=int(self._caches.count.sum()),
-                           max_keys=self.max_keys, measured_hit_rate=measured)
+                           max_keys=self.max_keys, measured_hit_rate=measured,
+                           not_modeled=NOT_MODELED)
 
 
 def _starts(parts) -> np.ndarray:

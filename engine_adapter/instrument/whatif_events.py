@@ -129,6 +129,7 @@ def ev_release(sampled, touch_weights, pinned, out_keys, out_weights, out_pinned
 
 
 _NO_KEYS, _NO_WEIGHTS = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.float64)
+_ZERO_KEY = np.uint64(0)
 
 
 class _Running:
@@ -142,7 +143,9 @@ class _Running:
         self.sampled, self.counted, self.touch, self.depths = sampled, counted, touch, depths
         self.pinned = np.zeros(scales, dtype=np.int64)
         self.out_keys, self.out_weights, self.out_pinned = _NO_KEYS, _NO_WEIGHTS, False
-        self.ids = None  # (prompt token ids as uint64, namespace hash): outputs keyed by them
+        # (prompt token ids as uint64, namespace hash, chain after its full pages): outputs
+        # keyed by the real sequence, hashed on from the prompt's chain
+        self.ids = None
 
 
 class EventLog:
@@ -215,19 +218,26 @@ class EventLog:
         sh = self.shadow
         if req.ids is None or output_ids is None:
             return sh._outputs(prompt, output)
-        ids, ns = req.ids
+        ids, ns, chain = req.ids
+        first = prompt // sh.page_size  # the first page past the prompt's full pages
         outs = np.ascontiguousarray(output_ids, dtype=np.int64).view(np.uint64)
-        seq = np.concatenate((ids, outs))[:max(prompt + len(outs) - 1, 0)]
-        keys = sh._token_keys(seq, ns)
-        depths = sample_depths(keys, sh.full_depth_pages, sh._salt, sh._threshold)
-        depths = depths[depths >= prompt // sh.page_size]
-        weights = np.where(depths < sh.full_depth_pages, 1.0, sh._weight)
+        # committed length S + O - 1; only the pages from `first` on are hashed, the chain
+        # carried from the prompt's (whatif_kernel.token_keys)
+        tail = np.concatenate((ids[first * sh.page_size:], outs))
+        tail = tail[:max(prompt + len(outs) - 1 - first * sh.page_size, 0)]
+        keys, _ = sh._token_keys(tail, ns, first_page=first, chain=chain)
+        depths = sample_depths(keys, sh.full_depth_pages - first, sh._salt, sh._threshold)
+        weights = np.where(depths + first < sh.full_depth_pages, 1.0, sh._weight)
         return keys[depths][::-1].copy(), weights[::-1].copy()
 
     def _admit(self, rid, reserved: float, work, matchable: int, host_pages: int,
                lookup: bool, args) -> None:
         sh = self.shadow
-        keys = work if isinstance(work, np.ndarray) else sh._token_keys(*work)
+        chain = _ZERO_KEY
+        if isinstance(work, np.ndarray):
+            keys = work
+        else:
+            keys, chain = sh._token_keys(*work)
         depths = sample_depths(keys, sh.full_depth_pages, sh._salt, sh._threshold)
         sampled = keys[depths]
         full = depths < sh.full_depth_pages
@@ -237,7 +247,7 @@ class EventLog:
         host_run = int(np.searchsorted(depths, host_pages))
         req = _Running(sampled, counted, touch, depths, len(self.base))
         if not isinstance(work, np.ndarray):
-            req.ids = work
+            req.ids = (*work, chain)
         old = self.running.pop(rid, None)
         if old is not None and old.out_pinned:  # a rid reused while its lease is held
             ev_release(old.sampled, old.touch, old.pinned, old.out_keys, old.out_weights,

@@ -10,7 +10,7 @@
 Folding in batches gives the same mini-cache contents and the same hit sums as folding each
 request at once (the same operations in the same order); the shadow folds before its curve
 is read, so every served figure is unchanged. What it saves is memory traffic: the mini-caches
-(1.5 MiB) are cold after each engine step, and touching them once per request cost about
+(6.75 MiB at the default bound) are cold after each engine step, and touching them once per request cost about
 100 us of cache misses in the scheduler's thread (bench_plugin); in a batch they stay warm.
 
 The arithmetic is the numpy form's, step for step (so the same curve, bit for bit;
@@ -42,10 +42,11 @@ _PROMPT_MASK = (1 << 63) - 1  # prompt keys: the top bit clear (output keys have
 
 
 @njit(cache=True, nogil=True)
-def token_keys(tokens, page, powers, page_powers, namespace, out):
+def token_keys(tokens, page, powers, page_powers, namespace, out, h):
     """out[k] = (H_k ^ namespace) with the top bit clear, for each full page k of `tokens`
-    (uint64). powers: B^0 .. B^(p-1); page_powers: B^(k p) for k < len(out)."""
-    h = np.uint64(0)
+    (uint64). powers: B^0 .. B^(p-1); page_powers: B^(k p) for k < len(out). Returns the
+    last H unmasked: given back as `h` with `tokens` the pages after it and page_powers
+    from their index, the chain goes on where it stopped (0: from the sequence's start)."""
     for k in range(len(out)):
         term = np.uint64(0)
         base = k * page
@@ -53,6 +54,7 @@ def token_keys(tokens, page, powers, page_powers, namespace, out):
             term += tokens[base + i] * powers[i]
         h += term * page_powers[k]
         out[k] = (h ^ namespace) & np.uint64(_PROMPT_MASK)
+    return h
 
 
 @njit(cache=True, nogil=True)
@@ -97,7 +99,7 @@ def sample_tokens(tokens, page, powers, page_powers, namespace, matchable, full_
                   threshold, weight):
     """`sample_pages` of the page keys of `tokens` (uint64 ids; `token_keys`)."""
     keys = np.empty(len(tokens) // page, dtype=np.uint64)
-    token_keys(tokens, page, powers, page_powers, namespace, keys)
+    token_keys(tokens, page, powers, page_powers, namespace, keys, np.uint64(0))
     return sample_pages(keys, matchable, full_depth, salt, threshold, weight)
 
 

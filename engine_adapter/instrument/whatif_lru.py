@@ -20,9 +20,9 @@ Layout per scale c (K = key bound + 1 slots, the +1 for the moment after an inse
                                    a pinned slot is off the recency list, never evicted
 
 Memory: (8 + 8 + 4 + 4 + 4 + 4) B a slot and 2 B a table cell (4 B above 32,766 keys; at least 2
-cells a key, a power of two), allocated once: 288 KiB a scale at the default bound of 8,192
-keys, 1.7 MiB for six. Slots are reused from a stack, so the live ones stay dense at the low
-ids; the table is the part read at random (32 KiB a scale, 192 KiB for six).
+cells a key, a power of two), allocated once: 1.1 MiB a scale at the default bound of 32,766
+keys (instrument/whatif.py), 6.75 MiB for six. Slots are reused from a stack, so the live
+ones stay dense at the low ids; the table is the part read at random (128 KiB a scale).
 """
 
 from __future__ import annotations

@@ -60,10 +60,11 @@ def _whatif_shadow(settings: PluginSettings, info: EngineInfo):
     """The what-if shadow for this scheduler's pool, or None when turned off."""
     if settings.whatif_rate <= 0 or info.pool_tokens <= 0:
         return None
-    from engine_adapter.instrument.whatif import WhatIfShadow
+    from engine_adapter.instrument.whatif import WhatIfShadow, fitted_rate
 
-    return WhatIfShadow(pool_tokens=info.pool_tokens, page_size=info.page_size,
-                        rate=settings.whatif_rate)
+    rate = fitted_rate(settings.whatif_rate, pool_tokens=info.pool_tokens,
+                       page_size=info.page_size)  # the configured rate is a floor
+    return WhatIfShadow(pool_tokens=info.pool_tokens, page_size=info.page_size, rate=rate)
 
 
 class PluginRuntime:
