@@ -30,7 +30,7 @@ largest scale's deep sample fits half the key bound (weight held <= capacity, so
 <= rate x capacity; the other half is left to the full-depth pages and the pins). A small
 pool is then shadowed whole (rate 1: lifecycle-check's 3,072-token pool), a 65,536-token
 pool at 50%, a 1M-token pool at 3.1%; only pools past 3.3M tokens (at page 16) fall to the
-1% floor, where the traffic is large enough for 1% to average out. Measured
+1% floor (whose sample still fills half the bound at the largest scale). Measured
 (benchmarks/bench_whatif.py, seed 7, docs/curve.md): at a fixed 1% a small workload leaves
 a handful of deep pages in the sample and the 1x estimate misses by whole points
 (lifecycle-check -6.2, multi-tenant-chat -7.5: its 1,200-token shared prefix has 43 of its
