@@ -168,7 +168,11 @@ class PluginRuntime:
     def _whatif_inserts(self, batch: Any) -> None:
         """After an extend batch SGLang inserted each unfinished member's prefilled tokens
         (checkpoint_kv_cache: cache_protected_len now); the pool's private part is read
-        once (O(1)) and kept for the next step's admissions, matched before it changes."""
+        once (O(1), about 3 us: SGLang's available_size most of it) and kept for the next
+        step's admissions, matched before it changes. An empty batch allocated and freed
+        nothing (and eviction moves no private token), so the last reading stands."""
+        if not batch.reqs:
+            return
         reserved = self._reserved = self._private_tokens()
         mode = getattr(batch, "forward_mode", None)
         if mode is None or not mode.is_extend():
