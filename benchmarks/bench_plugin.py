@@ -32,8 +32,10 @@ Engine build excluded. Target: ratio <= 1.02 at the default cadences (1 s ledger
     .venv/bin/python benchmarks/bench_plugin.py [--limit 200] [--rounds 3]
                                                 [--ledger-s 1.0] [--tree-s 10.0]
                                                 [--step-timing auto|1|0] [--whatif-rate 0.01]
+                                                [--fixed-rate]
 
-The defaults are the server's: the what-if shadow at 1%, the step timer waiting for its first
+The defaults are the server's: the what-if shadow at 1% raised while its sample fits (25% on
+this 131,072-token pool; `--fixed-rate` keeps it at the given rate), the step timer waiting for its first
 reader (`--step-timing 1` measures it timing every step, as while kvctl calibrate reads).
 
 Also prints the number of samples and tree reads and their mean cost, so the ratio at
@@ -132,7 +134,14 @@ def main(argv: list[str] | None = None) -> int:
                              "timed, as while kvctl calibrate/record reads; 0 = off")
     parser.add_argument("--whatif-rate", type=float, default=0.01,
                         help="KVCTL_PLUGIN_WHATIF_RATE (the what-if shadow; 0 = off)")
+    parser.add_argument("--fixed-rate", action="store_true",
+                        help="the shadow at exactly --whatif-rate (the feeds otherwise raise "
+                             "it while the sample fits: instrument/whatif.py fitted_rate)")
     args = parser.parse_args(argv)
+    if args.fixed_rate:  # for comparison only: the rate before fitting
+        import engine_adapter.instrument.whatif as whatif
+
+        whatif.fitted_rate = lambda rate, **_: rate
 
     import sglang.srt.mem_cache.unified_radix_cache  # noqa: F401  (import outside the timing)
 
@@ -164,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     tree = [c for r in on for c in r["costs"]["tree"]]
     print(f"\nMooncake slice: first {args.limit} requests, {steps:,} engine steps per run, "
           f"cadences: ledger {args.ledger_s} s, tree {args.tree_s} s, what-if shadow rate "
-          f"{args.whatif_rate}, step timing {args.step_timing}")
+          f"{args.whatif_rate}{' (fixed)' if args.fixed_rate else ' (floor)'}, step timing "
+          f"{args.step_timing}")
     print(f"plugin off: {1e3 * cpu_off / steps:8.3f} ms CPU/step   plugin on: "
           f"{1e3 * cpu_on / steps:8.3f} ms CPU/step  (medians of {args.rounds})")
     if ledger:

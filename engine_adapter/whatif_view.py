@@ -33,6 +33,10 @@ class WhatIfCurve:
     max_keys: int
     measured_hit_rate: float | None  # the engine's own H over the same requests
     assumption: str = "LRU"
+    # What the estimate away from 1x cannot model: the shadow replays the 1x engine's
+    # events, so the running set (who runs at once, and cannot hit each other) is the 1x
+    # pool's at every scale (instrument/whatif.py NOT_MODELED; docs/curve.md)
+    not_modeled: tuple[str, ...] = ()
 
     def at(self, scale: float) -> WhatIfPoint | None:
         return next((p for p in self.points if p.pool_scale == scale), None)

@@ -180,6 +180,8 @@ class EmbeddedEngine:
         batch = self.batches.next_batch(start, horizon_s, self.merge_check)
         tokens = self.batches.run(batch)
         shrunk = self.batches.complete(batch, tokens)
+        if st.whatif_feed is not None:  # the step's matches, inserts and finishes, in order
+            st.whatif_feed.after_step(batch)
         st.counters.steps += batch.steps
         self.prefill.admission.after_step(
             shrunk or st.counters.requests_finished != finished_before)
@@ -244,6 +246,8 @@ class EmbeddedEngine:
         from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 
         tree = self._st.sg.tree_cache
+        if self._st.whatif_feed is not None:
+            self._st.whatif_feed.flush_cache()
         return tree.evict(EvictParams(num_tokens=tree.evictable_size())).num_tokens_evicted
 
     # ---- reads -------------------------------------------------------------------------

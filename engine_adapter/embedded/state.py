@@ -82,7 +82,8 @@ class EngineState:
     digest_admissions: bool = False  # keep a state digest around admissions (fault checks)
     decode_log: DecodeLog | None = None  # the decode step clocks (decode_log.py; Decode sets it)
     batch_view: BatchView | None = None  # the direct decode path's columns (batch_view.py)
-    whatif: Any = None  # WhatIfShadow fed at each request's funnel record; None: off
+    whatif: Any = None  # WhatIfShadow fed by whatif_feed after each step; None: off
+    whatif_feed: Any = None  # whatif_feed.WhatIfFeed (the step's cache events)
     hicache: Any = None  # HiCacheReader on SGLang's host tier (embedded/hicache.py); None: off
     _seq: itertools.count = field(default_factory=itertools.count)
     _output_token: itertools.count = field(default_factory=lambda: itertools.count(1 << 30))

@@ -10,7 +10,7 @@
 Folding in batches gives the same mini-cache contents and the same hit sums as folding each
 request at once (the same operations in the same order); the shadow folds before its curve
 is read, so every served figure is unchanged. What it saves is memory traffic: the mini-caches
-(1.5 MiB) are cold after each engine step, and touching them once per request cost about
+(6.75 MiB at the default bound) are cold after each engine step, and touching them once per request cost about
 100 us of cache misses in the scheduler's thread (bench_plugin); in a batch they stay warm.
 
 The arithmetic is the numpy form's, step for step (so the same curve, bit for bit;
@@ -42,10 +42,11 @@ _PROMPT_MASK = (1 << 63) - 1  # prompt keys: the top bit clear (output keys have
 
 
 @njit(cache=True, nogil=True)
-def token_keys(tokens, page, powers, page_powers, namespace, out):
+def token_keys(tokens, page, powers, page_powers, namespace, out, h):
     """out[k] = (H_k ^ namespace) with the top bit clear, for each full page k of `tokens`
-    (uint64). powers: B^0 .. B^(p-1); page_powers: B^(k p) for k < len(out)."""
-    h = np.uint64(0)
+    (uint64). powers: B^0 .. B^(p-1); page_powers: B^(k p) for k < len(out). Returns the
+    last H unmasked: given back as `h` with `tokens` the pages after it and page_powers
+    from their index, the chain goes on where it stopped (0: from the sequence's start)."""
     for k in range(len(out)):
         term = np.uint64(0)
         base = k * page
@@ -53,6 +54,7 @@ def token_keys(tokens, page, powers, page_powers, namespace, out):
             term += tokens[base + i] * powers[i]
         h += term * page_powers[k]
         out[k] = (h ^ namespace) & np.uint64(_PROMPT_MASK)
+    return h
 
 
 @njit(cache=True, nogil=True)
@@ -97,14 +99,14 @@ def sample_tokens(tokens, page, powers, page_powers, namespace, matchable, full_
                   threshold, weight):
     """`sample_pages` of the page keys of `tokens` (uint64 ids; `token_keys`)."""
     keys = np.empty(len(tokens) // page, dtype=np.uint64)
-    token_keys(tokens, page, powers, page_powers, namespace, keys)
+    token_keys(tokens, page, powers, page_powers, namespace, keys, np.uint64(0))
     return sample_pages(keys, matchable, full_depth, salt, threshold, weight)
 
 
 @njit(cache=True, nogil=True)
 def fold(sampled, counted, starts, fulls, out_keys, out_weights, out_starts, weight, hits,
          runs, table, ckeys, cweights, newer, older, head, tail, free, n_free, held, count,
-         capped, capacity, max_keys, mask):
+         capped, capacity, max_keys, mask, locks):
     """Apply buffered operations i = 0 .. len(fulls)-1 in order. Operation i: the sampled
     prompt keys sampled[starts[i]:starts[i+1]] (empty for a finish) with their counted
     weights, of which the first fulls[i] are full-depth pages; its output pages
@@ -125,10 +127,10 @@ def fold(sampled, counted, starts, fulls, out_keys, out_weights, out_starts, wei
         if oe > o:
             _touch_all(table, ckeys, cweights, newer, older, head, tail, free, n_free, held,
                        count, capped, capacity, max_keys, mask, out_keys[o:oe],
-                       out_weights[o:oe])
+                       out_weights[o:oe], locks)
         m = e - s
         for j in range(m):
             order[j] = sampled[e - 1 - j]
             order_weights[j] = weight if m - 1 - j >= full else 1.0
         _touch_all(table, ckeys, cweights, newer, older, head, tail, free, n_free, held, count,
-                   capped, capacity, max_keys, mask, order[:m], order_weights[:m])
+                   capped, capacity, max_keys, mask, order[:m], order_weights[:m], locks)

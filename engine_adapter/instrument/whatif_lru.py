@@ -16,10 +16,13 @@ Layout per scale c (K = key bound + 1 slots, the +1 for the moment after an inse
                                    shifts the run back (no tombstones), load <= 1/2
     free[c, :n_free[c]]            unused slots (a stack)
 
-Memory: (8 + 8 + 4 + 4 + 4) B a slot and 2 B a table cell (4 B above 32,766 keys; at least 2
-cells a key, a power of two), allocated once: 256 KiB a scale at the default bound of 8,192
-keys, 1.5 MiB for six. Slots are reused from a stack, so the live ones stay dense at the low
-ids; the table is the part read at random (32 KiB a scale, 192 KiB for six).
+    locks[c, s]                    pins on slot s (a running request's path, whatif_events.py);
+                                   a pinned slot is off the recency list, never evicted
+
+Memory: (8 + 8 + 4 + 4 + 4 + 4) B a slot and 2 B a table cell (4 B above 32,766 keys; at least 2
+cells a key, a power of two), allocated once: 1.1 MiB a scale at the default bound of 32,766
+keys (instrument/whatif.py), 6.75 MiB for six. Slots are reused from a stack, so the live
+ones stay dense at the low ids; the table is the part read at random (128 KiB a scale).
 """
 
 from __future__ import annotations
@@ -104,34 +107,92 @@ def _match(table, keys, c, mask, sampled, start):
 
 
 @njit(cache=True, nogil=True)
+def _evict(table, keys, weights, newer, older, head, tail, free, n_free, held, count,
+           capped, capacity, max_keys, mask, c):
+    """Evict scale c's least recent unpinned keys while its weight exceeds the capacity or
+    its count the key bound (pinned keys are off the recency list: never evicted)."""
+    while (held[c] > capacity[c] or count[c] > max_keys) and head[c] != _EMPTY:
+        if count[c] > max_keys:
+            capped[c] = True
+        gone = head[c]
+        _unlink(newer, older, head, tail, c, gone)
+        _delete_cell(table, keys, c, _find(table, keys, c, keys[c, gone], mask)[0], mask)
+        held[c] -= weights[c, gone]
+        count[c] -= 1
+        free[c, n_free[c]] = gone
+        n_free[c] += 1
+
+
+@njit(cache=True, nogil=True)
+def _new_slot(table, keys, weights, free, n_free, held, count, capped, c, i, key, weight):
+    """Put `key` in a free slot of scale c at table cell i; -1 (and capped) when every
+    slot is taken (all pinned: nothing could be evicted)."""
+    if n_free[c] == 0:
+        capped[c] = True
+        return _EMPTY
+    n_free[c] -= 1
+    s = free[c, n_free[c]]
+    keys[c, s] = key
+    weights[c, s] = weight
+    table[c, i] = s
+    count[c] += 1
+    held[c] += weight
+    return s
+
+
+@njit(cache=True, nogil=True)
 def _touch(table, keys, weights, newer, older, head, tail, free, n_free, held, count,
-           capped, capacity, max_keys, mask, c, order, order_weights):
-    """Touch `order` (oldest first) in scale c, evicting least recent keys as needed."""
+           capped, capacity, max_keys, mask, c, order, order_weights, locks):
+    """Touch `order` (oldest first) in scale c, evicting least recent keys as needed. A
+    pinned key (locks > 0) stays pinned: off the recency list until its last unpin."""
     for k in range(len(order)):
         key = order[k]
         i, s = _find(table, keys, c, key, mask)
         if s != _EMPTY:
-            _unlink(newer, older, head, tail, c, s)
-            _append(newer, older, head, tail, c, s)
+            if locks[c, s] == 0:
+                _unlink(newer, older, head, tail, c, s)
+                _append(newer, older, head, tail, c, s)
             continue
-        n_free[c] -= 1
-        s = free[c, n_free[c]]
-        keys[c, s] = key
-        weights[c, s] = order_weights[k]
-        table[c, i] = s
+        s = _new_slot(table, keys, weights, free, n_free, held, count, capped, c, i, key,
+                      order_weights[k])
+        if s == _EMPTY:
+            continue
         _append(newer, older, head, tail, c, s)
-        count[c] += 1
-        held[c] += order_weights[k]
-        while held[c] > capacity[c] or count[c] > max_keys:
-            if count[c] > max_keys:
-                capped[c] = True
-            gone = head[c]
-            _unlink(newer, older, head, tail, c, gone)
-            _delete_cell(table, keys, c, _find(table, keys, c, keys[c, gone], mask)[0], mask)
-            held[c] -= weights[c, gone]
-            count[c] -= 1
-            free[c, n_free[c]] = gone
-            n_free[c] += 1
+        _evict(table, keys, weights, newer, older, head, tail, free, n_free, held, count,
+               capped, capacity, max_keys, mask, c)
+
+
+@njit(cache=True, nogil=True)
+def _pin(table, keys, weights, newer, older, head, tail, free, n_free, held, count, capped,
+         mask, c, order, order_weights, locks):
+    """Pin `order` in scale c (a running request's lock on its path, SGLang's inc_lock_ref):
+    a new key enters pinned, a cached unpinned one leaves the recency list; every key's
+    lock count goes up by one. Nothing is evicted here (the caller evicts to fit)."""
+    for k in range(len(order)):
+        i, s = _find(table, keys, c, order[k], mask)
+        if s == _EMPTY:
+            s = _new_slot(table, keys, weights, free, n_free, held, count, capped, c, i,
+                          order[k], order_weights[k])
+            if s == _EMPTY:
+                continue
+        elif locks[c, s] == 0:
+            _unlink(newer, older, head, tail, c, s)
+        locks[c, s] += 1
+
+
+@njit(cache=True, nogil=True)
+def _unpin(table, keys, newer, older, head, tail, mask, c, order, locks):
+    """Drop one lock of each of `order` (oldest first) in scale c; a key left with none
+    joins the recency list at the recent end (SGLang's insert at a request's finish
+    stamps its whole path). Keys not cached (never pinned, or dropped at the bound) are
+    skipped."""
+    for k in range(len(order)):
+        s = _find(table, keys, c, order[k], mask)[1]
+        if s == _EMPTY or locks[c, s] == 0:
+            continue
+        locks[c, s] -= 1
+        if locks[c, s] == 0:
+            _append(newer, older, head, tail, c, s)
 
 
 @njit(cache=True, nogil=True)
@@ -146,10 +207,10 @@ def _match_all(table, keys, mask, sampled, runs):
 
 @njit(cache=True, nogil=True)
 def _touch_all(table, keys, weights, newer, older, head, tail, free, n_free, held, count,
-               capped, capacity, max_keys, mask, order, order_weights):
+               capped, capacity, max_keys, mask, order, order_weights, locks):
     for c in range(len(held)):
         _touch(table, keys, weights, newer, older, head, tail, free, n_free, held, count,
-               capped, capacity, max_keys, mask, c, order, order_weights)
+               capped, capacity, max_keys, mask, c, order, order_weights, locks)
 
 
 class MiniCaches:
@@ -177,6 +238,7 @@ class MiniCaches:
         self.held = np.zeros(n, dtype=np.float64)
         self.count = np.zeros(n, dtype=np.int64)
         self.capped = np.zeros(n, dtype=np.bool_)
+        self.locks = np.zeros((n, slots), dtype=np.int32)  # pins per slot (whatif_events.py)
         self._runs = np.zeros(n, dtype=np.int64)
         # compile (or load numba's on-disk cache) now, at the plugin's attach, rather than
         # in the scheduler's first step: about 2 s cold here, 0.4 s cached
@@ -188,7 +250,7 @@ class MiniCaches:
         instrument/whatif_kernel.py's order: runs, then the touch arguments)."""
         return (self._runs, self.table, self.keys, self.weights, self.newer, self.older,
                 self.head, self.tail, self.free, self.n_free, self.held, self.count,
-                self.capped, self.capacity, self.max_keys, self.mask)
+                self.capped, self.capacity, self.max_keys, self.mask, self.locks)
 
     def hit_runs(self, sampled: np.ndarray) -> np.ndarray:
         """Per scale, how many of `sampled` (uint64 keys, in prompt order) lead in it."""
@@ -199,4 +261,4 @@ class MiniCaches:
         """Touch `order` (uint64 keys, oldest first) with their weights in every scale."""
         _touch_all(self.table, self.keys, self.weights, self.newer, self.older, self.head,
                    self.tail, self.free, self.n_free, self.held, self.count, self.capped,
-                   self.capacity, self.max_keys, self.mask, order, order_weights)
+                   self.capacity, self.max_keys, self.mask, order, order_weights, self.locks)

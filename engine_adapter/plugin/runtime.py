@@ -14,9 +14,11 @@ Every call arrives from SGLang's scheduler thread through hooks.py, at a step bo
     on_idle                -> on_idle      maybe_sample
     eviction probe         -> on_evict     tally + an `eviction` receipt
     (first extend of a request)            a `match` receipt (receipt_log.py); the what-if
-                                           shadow buffers its prompt (instrument/whatif.py)
-    (a request's finish)                   the shadow buffers its output pages; both are
-                                           folded in at each sample, before its curve is read
+                                           shadow buffers its admission (instrument/whatif.py)
+    (a request's finish)                   the shadow buffers its release
+    (after an extend batch)                the shadow buffers each member's insert (SGLang's
+                                           checkpoint_kv_cache); all are applied in order at
+                                           each sample, before its curve is read
     maybe_sample: every KVCTL_PLUGIN_LEDGER_S  ledger + refcount reconciliation + requests
                   every KVCTL_PLUGIN_TREE_S    also the per-node tree read (a full walk)
 
@@ -58,10 +60,11 @@ def _whatif_shadow(settings: PluginSettings, info: EngineInfo):
     """The what-if shadow for this scheduler's pool, or None when turned off."""
     if settings.whatif_rate <= 0 or info.pool_tokens <= 0:
         return None
-    from engine_adapter.instrument.whatif import WhatIfShadow
+    from engine_adapter.instrument.whatif import WhatIfShadow, fitted_rate
 
-    return WhatIfShadow(pool_tokens=info.pool_tokens, page_size=info.page_size,
-                        rate=settings.whatif_rate)
+    rate = fitted_rate(settings.whatif_rate, pool_tokens=info.pool_tokens,
+                       page_size=info.page_size)  # the configured rate is a floor
+    return WhatIfShadow(pool_tokens=info.pool_tokens, page_size=info.page_size, rate=rate)
 
 
 class PluginRuntime:
@@ -73,6 +76,7 @@ class PluginRuntime:
         self.dp_rank = dp_rank
         self.host = SchedulerHost(scheduler, salt=secrets.token_hex(8))
         self.whatif = _whatif_shadow(settings, info)
+        self._reserved = 0  # the pool's private tokens at the last step's end (what-if)
         self.tally = StepTally(on_admit=self._admitted,
                                on_finish=self._finished if self.whatif is not None else None)
         self.receipts = ReceiptLog()
@@ -115,7 +119,9 @@ class PluginRuntime:
     def on_batch(self, batch: Any) -> None:
         if self.step_timer is not None:  # first: the step ends before kvctl's own work
             self.step_timer.on_processed(batch)
-        self.tally.on_batch(batch)
+        self.tally.on_batch(batch)  # admissions (what-if: matched), then finishes
+        if self.whatif is not None:
+            self.guard(self._whatif_inserts, batch)
         if self.recording.enabled:
             for req in batch.reqs:
                 if req.finished_reason is not None:  # a repeated finish is ignored by the tap
@@ -144,18 +150,46 @@ class PluginRuntime:
     def _admitted(self, req: Any, hit: int) -> None:
         if self.hicache is not None:
             self.hicache.on_admit(req)
-        if self.whatif is not None:  # outputs are inserted when the request finishes
-            self.whatif.observe_tokens(req.origin_input_ids,
-                                       namespace=namespace_label(req, self.host.salt),
-                                       cached_tokens=hit)
+        if self.whatif is not None:  # matched: its hit is decided at the last step's pool
+            self.whatif.admit(req.rid, req.origin_input_ids,
+                              namespace=namespace_label(req, self.host.salt),
+                              cached_tokens=hit, reserved_tokens=self._reserved)
         at = self.clock() - self.started_s
         self.receipts.append(Receipt(
             kind="match", start_s=at, end_s=at, tokens=hit, outcome="hit" if hit else "miss",
             namespace=namespace_label(req, self.host.salt), request=str(req.rid)))
 
     def _finished(self, req: Any) -> None:
-        self.whatif.finish(prompt_tokens=len(req.origin_input_ids),
-                           output_tokens=len(req.output_ids))
+        self.whatif.release(req.rid, prompt_tokens=len(req.origin_input_ids),
+                            output_tokens=len(req.output_ids),
+                            output_ids=list(req.output_ids),
+                            reserved_tokens=self._private_tokens())
+
+    def _whatif_inserts(self, batch: Any) -> None:
+        """After an extend batch SGLang inserted each unfinished member's prefilled tokens
+        (checkpoint_kv_cache: cache_protected_len now); the pool's private part is read
+        once (O(1), about 3 us: SGLang's available_size most of it) and kept for the next
+        step's admissions, matched before it changes. An empty batch allocated and freed
+        nothing (and eviction moves no private token), so the last reading stands."""
+        if not batch.reqs:
+            return
+        reserved = self._reserved = self._private_tokens()
+        mode = getattr(batch, "forward_mode", None)
+        if mode is None or not mode.is_extend():
+            return
+        for req in batch.reqs:
+            if req.finished_reason is None:
+                self.whatif.insert(req.rid, req.kv.cache_protected_len,
+                                   reserved_tokens=reserved)
+
+    def _private_tokens(self) -> int:
+        """Token slots running requests hold outside the tree (ledger.py's private term):
+        pool - free - evictable - protected, from the allocator's and tree's counters."""
+        s = self.host.scheduler
+        tree = s.tree_cache
+        allocator = s.token_to_kv_pool_allocator
+        return max(int(allocator.size - allocator.available_size() - tree.evictable_size()
+                       - tree.protected_size()), 0)
 
     def read_step_timer(self) -> StepTimer | None:
         """The step timer /step_samples serves (None: KVCTL_PLUGIN_STEP_TIMING=0), armed:

@@ -105,3 +105,29 @@ def test_funnel_totals_equal_and_oracle_stages_are_unknown(make_engine):
     assert plugin.counters.locked_eviction_rejects == own.counters.locked_eviction_rejects
     assert plugin.counters.retractions is None and plugin.counters.kv_events is None
     assert mine.is_monotone()
+
+
+def test_whatif_shadow_fed_through_the_hooks_tracks_the_engine(make_engine):
+    """The plugin's what-if shadow fed through `on_batch` (admissions, extend-batch inserts
+    from `Req.kv.cache_protected_len`, finishes; the pool's private part from the real
+    allocator's `size` and the tree's `protected_size`): no hook fails, every request is
+    seen with the hit SGLang gave it, and its 1x estimate (a 1,024-token pool: shadowed at
+    rate 1) is within 2 points of the measured hit rate (issue 34's target)."""
+    engine = make_engine(pool_tokens=1024, page_size=16, token_budget=256)
+    _workload(engine)
+    host = EngineShapedScheduler(engine)
+    runtime = attach(host, PluginSettings(), dp_rank=0, serve=False)
+    while engine.has_work():
+        host.refresh()
+        report = engine.step()
+        host.refresh()
+        for batch in host.step_batches([host.reqs_by_rid[r.rid] for r in report.finished]):
+            runtime.on_batch(batch)
+    assert (runtime.failures, runtime.disabled_reason) == (0, None)
+    counters = engine.snapshot().counters
+    curve = runtime.whatif.curve()
+    assert (curve.requests, curve.sample_rate) == (14, 1.0)
+    measured = counters.hit_tokens / counters.prompt_tokens
+    assert curve.measured_hit_rate == pytest.approx(measured)
+    assert measured > 0.1  # the shared prefixes hit: the check below can fail
+    assert abs(curve.at(1.0).hit_rate - measured) <= 0.02

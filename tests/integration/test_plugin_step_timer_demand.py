@@ -48,13 +48,20 @@ def _step(scheduler, now: float, index: int) -> None:
     """One scheduler loop iteration that ran a 2-request decode batch, through the hooks."""
     from engine_adapter.plugin.hooks import (after_ingest_requests, after_process_batch_result,
                                              after_run_batch)
+    from engine_adapter.plugin.settings import RUNTIME_ATTR
 
-    reqs = [SimpleNamespace(finished_reason=None) for _ in range(2)]
+    # stand-ins for Req: the plugin's sample reads `req.kv` of every batch member; these
+    # hold no KV rows of their own (SGLang's allocator here has none in use, so a ledger
+    # that reconciles against it must not count any)
+    reqs = [SimpleNamespace(finished_reason=None, kv=SimpleNamespace(holds_kv=False))
+            for _ in range(2)]
     batch = SimpleNamespace(forward_mode=_Decode(), reqs=reqs, launch_ts=now, seq_lens_sum=40,
                             forward_iter=index)
     after_ingest_requests(None, scheduler)
     after_run_batch(None, scheduler, batch)
     after_process_batch_result(None, scheduler, batch, None)
+    runtime = getattr(scheduler, RUNTIME_ATTR)
+    assert (runtime.failures, runtime.disabled_reason) == (0, None)  # no hook failed
 
 
 def test_by_default_steps_are_timed_only_after_the_first_read():

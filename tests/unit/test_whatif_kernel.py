@@ -252,3 +252,22 @@ def test_the_shadow_agrees_with_an_oracle_written_from_its_definition(rate, full
     curve = shadow.curve()
     assert not any(p.capped for p in curve.points)
     assert [p.hit_rate for p in curve.points] == pytest.approx(expected, rel=1e-12)
+
+
+def test_page_keys_carried_on_from_a_prefix_equal_the_whole_sequence_hashed():
+    """A finished request's output pages are keyed from the prompt's chain, not by hashing
+    the prompt again (whatif_events.EventLog._outputs): for splits on and off a page edge,
+    the keys of the pages past the split, carried on, equal those of the whole sequence,
+    and the whole equals PrefixHasher.token_hashes (the numpy form) salted, top bit clear."""
+    shadow = WhatIfShadow(pool_tokens=4096, page_size=16, rate=1.0, seed=7)
+    ns = shadow._hashed_text("tenant/0")
+    tokens = np.random.default_rng(3).integers(0, 50_000, 16 * 9 + 5).astype(np.int64)
+    ids = tokens.view(np.uint64)
+    whole, _ = shadow._token_keys(ids, ns)
+    expected = (shadow.hasher.token_hashes(tokens).astype(np.uint64) ^ ns) & _MASK
+    assert np.array_equal(whole, expected[:len(whole)]) and len(whole) == 9
+    for split_pages in (0, 1, 4, 8):
+        _, chain = shadow._token_keys(ids[:split_pages * 16], ns)
+        rest, _ = shadow._token_keys(ids[split_pages * 16:], ns, first_page=split_pages,
+                                     chain=chain)
+        assert np.array_equal(rest, whole[split_pages:]), split_pages
