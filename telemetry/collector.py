@@ -130,9 +130,12 @@ class SnapshotCollector(Collector):
             self._last_error = message
             return
         self._last_error = None
+        fleet = bool(snapshot.replicas) or snapshot.router is not None
         for spec in METRICS:
             if spec is _UP or (not snapshot.connected and spec.name not in DOWN_FAMILIES):
                 continue
+            if spec.name in FLEET_DOWN_FAMILIES and not fleet:
+                continue  # one engine exports no fleet family, not even an empty one
             family = _family(spec)
             if spec.read is None:  # kvctl_snapshot_read_seconds
                 family.add_metric([], read_seconds)
