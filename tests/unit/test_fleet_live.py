@@ -24,6 +24,7 @@ from engine_adapter.remote.server_info import parse_server_info
 from engine_adapter.remote.snapshot_build import build_snapshot
 from kvctl.tui.fleet_rows import fleet_rows, router_state
 from support.http_stub import serving
+from support.server_metrics_text import SMALL_SERVER_METRICS
 from telemetry.collector import SnapshotCollector
 
 pytestmark = pytest.mark.unit
@@ -50,15 +51,7 @@ smg_worker_cb_state{{worker="{W1}"}} 2
 smg_worker_health{{worker="{W0}"}} 1
 smg_worker_health{{worker="{W1}"}} 0
 """
-WORKER_METRICS = """
-sglang:max_total_num_tokens{tp_rank="0"} 1024.0
-sglang:kv_available_tokens{tp_rank="0"} 600.0
-sglang:kv_evictable_tokens{tp_rank="0"} 300.0
-sglang:kv_used_tokens{tp_rank="0"} 124.0
-sglang:num_requests_total{is_streaming="false"} 10.0
-sglang:prompt_tokens_total{is_streaming="false"} 2000.0
-sglang:cached_tokens_total{cache_source="device"} 1500.0
-"""
+WORKER_METRICS = SMALL_SERVER_METRICS
 INFO = parse_server_info({"page_size": 16, "served_model_name": "m", "version": "0.5.23",
                           "radix_eviction_policy": "lru", "max_total_num_tokens": 1024},
                          base_url="http://h:1")

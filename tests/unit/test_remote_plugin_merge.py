@@ -20,18 +20,11 @@ from engine_adapter.remote.plugin_merge import merge, plugin_down
 from engine_adapter.remote.server_info import parse_server_info
 from engine_adapter.remote.snapshot_build import NOT_OBSERVABLE, build_snapshot
 from support.telemetry_fixtures import seed_funnel, seed_snapshot
+from support.server_metrics_text import SMALL_SERVER_METRICS
 
 pytestmark = pytest.mark.unit
 
-METRICS = """
-sglang:max_total_num_tokens{tp_rank="0"} 1024.0
-sglang:kv_available_tokens{tp_rank="0"} 600.0
-sglang:kv_evictable_tokens{tp_rank="0"} 300.0
-sglang:kv_used_tokens{tp_rank="0"} 124.0
-sglang:num_requests_total{is_streaming="false"} 10.0
-sglang:prompt_tokens_total{is_streaming="false"} 2000.0
-sglang:cached_tokens_total{cache_source="device"} 1500.0
-"""
+METRICS = SMALL_SERVER_METRICS
 BASE = "http://10.0.0.7:30000"
 INFO = {"page_size": 16, "served_model_name": "m", "radix_eviction_policy": "lru",
         "version": "0.5.23", "max_total_num_tokens": 1024}
