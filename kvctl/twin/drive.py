@@ -113,15 +113,17 @@ async def _drive(url, records, vocabulary, speedup, timeout_s, on_done,
             delay = origin + record.arrival_s / speedup - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if (previous := before[index]) is not None:
-                await sent[previous].wait()  # set after a bounded wait of its own: no cycle
-                try:
-                    await asyncio.wait_for(accepted[previous].wait(), ORDER_WAIT_S)
-                except asyncio.TimeoutError:
-                    pass  # the one before is slow to be accepted: send anyway
-            if on_send is not None:
-                on_send(record.line)
-            sent[index].set()
+            try:
+                if (previous := before[index]) is not None:
+                    await sent[previous].wait()  # set after a bounded wait of its own
+                    try:
+                        await asyncio.wait_for(accepted[previous].wait(), ORDER_WAIT_S)
+                    except asyncio.TimeoutError:
+                        pass  # the one before is slow to be accepted: send anyway
+                if on_send is not None:
+                    on_send(record.line)
+            finally:
+                sent[index].set()  # whatever happened here, the next one is not held by it
             try:
                 result = await _request(session, url, record, vocabulary, origin, form,
                                         accepted[index])
